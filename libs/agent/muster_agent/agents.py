@@ -1,0 +1,61 @@
+"""Agent definitions, loaded from a TOML file (MUSTER_AGENTS_FILE, else the built-in one)."""
+
+from __future__ import annotations
+
+import os
+import tomllib
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+DELEGATION_TOOLS = frozenset({"delegate", "delegate_followup"})
+DEFAULT_FILE = Path(__file__).with_name("agents.toml")
+
+
+@dataclass(frozen=True)
+class AgentDefinition:
+    agent_type: str
+    system_prompt: str
+    model: str
+    tools: tuple[str, ...]
+    max_rounds: int
+
+    def tools_for(self, session_type: str) -> tuple[str, ...]:
+        if session_type == "SUBAGENT":
+            return tuple(t for t in self.tools if t not in DELEGATION_TOOLS)
+        return self.tools
+
+
+class UnknownAgentType(KeyError):
+    pass
+
+
+class AgentRegistry:
+    def __init__(self, definitions: dict[str, AgentDefinition]):
+        self._definitions = definitions
+
+    @classmethod
+    def load(cls, path: Path | None = None) -> AgentRegistry:
+        path = path or Path(os.environ.get("MUSTER_AGENTS_FILE", "") or DEFAULT_FILE)
+        raw: dict[str, Any] = tomllib.loads(path.read_text())
+        return cls({name: _parse(name, spec) for name, spec in raw.items()})
+
+    def get(self, agent_type: str) -> AgentDefinition:
+        try:
+            return self._definitions[agent_type]
+        except KeyError:
+            raise UnknownAgentType(agent_type) from None
+
+    def names(self) -> list[str]:
+        return sorted(self._definitions)
+
+
+def _parse(name: str, spec: dict[str, Any]) -> AgentDefinition:
+    denied = set(spec.get("deny", []))
+    return AgentDefinition(
+        agent_type=name,
+        system_prompt=str(spec.get("system_prompt", "")),
+        model=str(spec.get("model", "default")),
+        tools=tuple(t for t in spec.get("tools", []) if t not in denied),
+        max_rounds=int(spec.get("max_rounds", 50)),
+    )

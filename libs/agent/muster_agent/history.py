@@ -1,0 +1,76 @@
+"""A session's message history as the model sees it, and what its tail still owes."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any
+from uuid import UUID
+
+
+@dataclass(frozen=True)
+class StoredMessage:
+    message_id: UUID
+    seq: int
+    role: str
+    content: str
+    tool_calls: list[dict[str, Any]] | None
+    tool_call_id: str | None
+
+
+def from_row(row: Any) -> StoredMessage:
+    return StoredMessage(
+        message_id=row["message_id"],
+        seq=row["seq"],
+        role=row["role"],
+        content=row["content"],
+        tool_calls=row["tool_calls"],
+        tool_call_id=row["tool_call_id"],
+    )
+
+
+def to_chat(messages: list[StoredMessage]) -> list[dict[str, Any]]:
+    """OpenAI chat-format messages (without the system prompt)."""
+    chat: list[dict[str, Any]] = []
+    for m in messages:
+        if m.role == "USER":
+            chat.append({"role": "user", "content": m.content})
+        elif m.role == "TOOL":
+            chat.append({"role": "tool", "tool_call_id": m.tool_call_id, "content": m.content})
+        else:
+            item: dict[str, Any] = {"role": "assistant", "content": m.content}
+            if m.tool_calls:
+                item["tool_calls"] = [
+                    {
+                        "id": call["id"],
+                        "type": "function",
+                        "function": {"name": call["name"], "arguments": json.dumps(call["arguments"])},
+                    }
+                    for call in m.tool_calls
+                ]
+            chat.append(item)
+    return chat
+
+
+def last_tool_round(messages: list[StoredMessage]) -> StoredMessage | None:
+    """The newest ASSISTANT message if it carries tool calls, else None."""
+    for m in reversed(messages):
+        if m.role == "ASSISTANT":
+            return m if m.tool_calls else None
+        if m.role == "USER":
+            return None
+    return None
+
+
+def pending_tool_calls(messages: list[StoredMessage]) -> list[dict[str, Any]]:
+    """Tool calls of the newest tool round that have no TOOL result yet, in call order."""
+    round_ = last_tool_round(messages)
+    if round_ is None or not round_.tool_calls:
+        return []
+    answered = {m.tool_call_id for m in messages if m.role == "TOOL" and m.seq > round_.seq}
+    return [call for call in round_.tool_calls if call["id"] not in answered]
+
+
+def turn_finished(messages: list[StoredMessage]) -> bool:
+    """True when the newest message is an ASSISTANT answer without tool calls."""
+    return bool(messages) and messages[-1].role == "ASSISTANT" and not messages[-1].tool_calls

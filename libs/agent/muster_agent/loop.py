@@ -1,0 +1,163 @@
+"""The agent loop shared by the harness (NORMAL/SIDE_TASK) and the worker (SUBAGENT).
+
+A step: load the history → build the context → call the model → record the ASSISTANT
+message (with its tool calls) before any tool runs → run each tool, recording its start and
+its result. Every record is conditional on the session still running and on nobody else
+having recorded since (see `session_store.record_if_current`), so a cancelled turn records
+no further answer and a zombie runner records nothing.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import Any
+from uuid import uuid4
+
+from muster_contracts import events as ev
+from muster_runtime.db import Pool
+
+from muster_agent import session_store as store
+from muster_agent.agents import AgentRegistry, UnknownAgentType
+from muster_agent.history import pending_tool_calls, to_chat, turn_finished
+from muster_agent.models.base import ModelError, ModelProvider, ModelReply, ModelRequest
+from muster_agent.session_store import SessionState
+from muster_agent.tools.registry import is_local_tool, run_local_tool
+from muster_agent.tools.schemas import tool_schemas
+from muster_agent.tools.workspace import Workspace
+
+log = logging.getLogger("muster.loop")
+
+# A tool outside the local set (delegation) is handed to this hook; it records what it needs
+# and returns False when the step must end (the barrier resumes the session later).
+ToolHook = Callable[[SessionState, dict[str, Any]], Awaitable[bool]]
+
+
+@dataclass
+class LoopDeps:
+    pool: Pool
+    model: ProviderLike
+    agents: AgentRegistry
+    workspaces: Any  # pathlib.Path of all workspaces
+    special_tools: dict[str, ToolHook]
+
+
+ProviderLike = ModelProvider
+
+
+class StepOutcome:
+    CONTINUE = "continue"
+    IDLE = "idle"  # the session no longer runs here: turn ended, cancelled or lost
+
+
+async def run_until_idle(deps: LoopDeps, session_id: Any) -> None:
+    while await step(deps, session_id) == StepOutcome.CONTINUE:
+        pass
+
+
+async def step(deps: LoopDeps, session_id: Any) -> str:
+    state = await store.load_state(deps.pool, session_id)
+    if state is None or not state.running:
+        return StepOutcome.IDLE
+    pending = pending_tool_calls(state.messages)
+    if pending:
+        return await _run_tool(deps, state, pending[0])
+    if turn_finished(state.messages):
+        # The answer is recorded but the turn was never closed (crash): close it now.
+        return await _close_turn(deps, state, [])
+    try:
+        agent = deps.agents.get(state.agent_type)
+    except UnknownAgentType:
+        return await _close_turn(deps, state, [], failure=f"unknown agent type {state.agent_type!r}")
+    rounds = _rounds_this_turn(state)
+    if rounds >= agent.max_rounds:
+        return await _close_turn(deps, state, [], failure=f"max rounds ({agent.max_rounds}) exceeded")
+    tools = agent.tools_for(state.session_type)
+    request = ModelRequest(
+        session_id=str(state.session_id),
+        model=state.model_id or agent.model,
+        messages=[{"role": "system", "content": agent.system_prompt}, *to_chat(state.messages)],
+        tools=tool_schemas(tools),
+    )
+    try:
+        reply = await deps.model.complete(request)
+    except ModelError as exc:
+        return await _close_turn(deps, state, [], failure=str(exc))
+    return await _record_reply(deps, state, reply)
+
+
+def _rounds_this_turn(state: SessionState) -> int:
+    count = 0
+    for message in reversed(state.messages):
+        if message.role == "USER":
+            break
+        count += message.role == "ASSISTANT"
+    return count
+
+
+async def _record_reply(deps: LoopDeps, state: SessionState, reply: ModelReply) -> str:
+    calls = [ev.ToolCallSpec(id=c.id, name=c.name, arguments=c.arguments) for c in reply.tool_calls]
+
+    def answer(seq: int) -> ev.MessageRecorded:
+        return ev.MessageRecorded(
+            message_id=uuid4(), seq=seq, role="ASSISTANT", content=reply.content,
+            tool_calls=calls or None,
+        )
+
+    if not calls:
+        return await _close_turn(deps, state, [answer(state.message_count + 1)])
+    ok = await store.record_if_current(
+        deps.pool, state.session_id, state.message_count, lambda seq: [answer(seq)]
+    )
+    return StepOutcome.CONTINUE if ok else StepOutcome.IDLE
+
+
+async def _run_tool(deps: LoopDeps, state: SessionState, call: dict[str, Any]) -> str:
+    round_ = next(m for m in reversed(state.messages) if m.role == "ASSISTANT")
+    if call["id"] in state.started_tool_calls:
+        # Started before a crash: it may have had its effect. Never run it twice.
+        result = store.interrupted_result("interrupted: this tool call was cut off and was not retried")
+        return await _record_tool_result(deps, state, call, result)
+    hook = deps.special_tools.get(call["name"])
+    if hook is not None and not is_local_tool(call["name"]):
+        return StepOutcome.CONTINUE if await hook(state, call) else StepOutcome.IDLE
+    started = await store.record_if_current(
+        deps.pool, state.session_id, state.message_count,
+        lambda _seq: [ev.ToolCallStarted(message_id=round_.message_id, tool_call_id=call["id"], name=call["name"])],
+    )
+    if not started:
+        return StepOutcome.IDLE
+    if is_local_tool(call["name"]):
+        workspace = Workspace(deps.workspaces / str(state.root_session_id))
+        outcome = await run_local_tool(workspace, call["name"], call["arguments"])
+    else:
+        outcome = {"success": False, "error": f"unknown tool {call['name']!r}"}
+    log.info("tool_call_finished session=%s tool=%s success=%s", state.session_id, call["name"], outcome.get("success"))
+    return await _record_tool_result(deps, state, call, json.dumps(outcome))
+
+
+async def _record_tool_result(deps: LoopDeps, state: SessionState, call: dict[str, Any], content: str) -> str:
+    ok = await store.record_if_current(
+        deps.pool, state.session_id, state.message_count,
+        lambda seq: [ev.MessageRecorded(message_id=uuid4(), seq=seq, role="TOOL", content=content, tool_call_id=call["id"])],
+    )
+    return StepOutcome.CONTINUE if ok else StepOutcome.IDLE
+
+
+async def _close_turn(
+    deps: LoopDeps, state: SessionState, final: list[ev.DomainEvent], *, failure: str | None = None
+) -> str:
+    """End the turn (COMPLETED, or FAILED with `failure`) and, in the same transaction,
+    start the next one if a message was queued meanwhile."""
+    phase = ev.SessionPhaseChanged(phase="FAILED", error=failure) if failure else ev.SessionPhaseChanged(phase="COMPLETED")
+    async with deps.pool.acquire() as conn, conn.transaction():
+        row = await store.lock_session(conn, state.session_id)
+        if row is None or row["phase"] not in store.RUNNING_PHASES:
+            return StepOutcome.IDLE
+        if row["message_count"] != state.message_count:
+            return StepOutcome.CONTINUE
+        next_turn = await store.start_next_turn(conn, row, after=[*final, phase])
+    log.info("turn_finished session=%s phase=%s next_turn=%s", state.session_id, phase.phase, next_turn)
+    return StepOutcome.CONTINUE if next_turn else StepOutcome.IDLE

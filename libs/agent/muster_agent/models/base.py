@@ -1,0 +1,86 @@
+"""The model-provider contract shared by the harness, the worker and every provider.
+
+Messages stay plain OpenAI chat-format dicts rather than typed objects: that is the shape
+the event store records, the API exposes and the chat-completions API consumes, so no
+conversion layer can drift between them.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+
+class ModelError(Exception):
+    """The model call failed. The message is safe to show to users and to log: providers
+    must never put keys, tokens or prompt content into it."""
+
+
+@dataclass(frozen=True)
+class ToolCall:
+    id: str
+    name: str
+    arguments: dict[str, Any]
+
+    def to_openai(self) -> dict[str, Any]:
+        """The OpenAI wire form, where `arguments` is a JSON *string*."""
+        return {
+            "id": self.id,
+            "type": "function",
+            "function": {"name": self.name, "arguments": json.dumps(self.arguments)},
+        }
+
+
+@dataclass(frozen=True)
+class Usage:
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+
+    @property
+    def total_tokens(self) -> int:
+        return self.prompt_tokens + self.completion_tokens
+
+    def __add__(self, other: Usage) -> Usage:
+        # Executions report the sum over their rounds.
+        return Usage(
+            self.prompt_tokens + other.prompt_tokens,
+            self.completion_tokens + other.completion_tokens,
+        )
+
+    def to_dict(self) -> dict[str, int]:
+        """The snake_case shape of the delegate result (DESIGN §4)."""
+        return {
+            "prompt_tokens": self.prompt_tokens,
+            "completion_tokens": self.completion_tokens,
+            "total_tokens": self.total_tokens,
+        }
+
+
+@dataclass(frozen=True)
+class ModelReply:
+    content: str
+    tool_calls: tuple[ToolCall, ...]
+    usage: Usage
+
+    def to_message(self) -> dict[str, Any]:
+        """The ASSISTANT message to record; `tool_calls` is omitted when empty because
+        some OpenAI-compatible servers reject an empty list."""
+        message: dict[str, Any] = {"role": "assistant", "content": self.content}
+        if self.tool_calls:
+            message["tool_calls"] = [call.to_openai() for call in self.tool_calls]
+        return message
+
+
+@dataclass(frozen=True)
+class ModelRequest:
+    session_id: str
+    model: str
+    messages: list[dict[str, Any]]
+    tools: list[dict[str, Any]]
+
+
+class ModelProvider(Protocol):
+    async def complete(self, request: ModelRequest) -> ModelReply:
+        """Answer one turn. Raises ModelError; cancellation must interrupt the call."""
+        ...

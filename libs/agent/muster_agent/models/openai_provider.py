@@ -1,0 +1,163 @@
+"""Real models through any OpenAI-compatible chat-completions endpoint.
+
+Configuration comes from the environment (MUSTER_OPENAI_* first, then the SDK's usual
+OPENAI_* names). The SDK client is created on first use so that importing this module, or
+building a provider in a process that never calls it, needs no key and opens no sockets.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from typing import Any
+from urllib.parse import urlsplit, urlunsplit
+
+import openai
+from openai import AsyncOpenAI
+
+from muster_agent.models.base import ModelError, ModelReply, ModelRequest, ToolCall, Usage
+
+# Keyless local servers (vLLM, llama.cpp, Ollama) still need *some* key for the SDK.
+_PLACEHOLDER_KEY = "EMPTY"
+_DETAIL_LIMIT = 300
+# Servers echo (partially masked) keys in auth errors; never pass those on.
+_KEY_PATTERN = re.compile(r"\bsk-[A-Za-z0-9_\-*.]{4,}|\bBearer\s+\S+", re.IGNORECASE)
+
+
+def _env(*names: str) -> str | None:
+    for name in names:
+        value = os.environ.get(name)
+        if value:
+            return value
+    return None
+
+
+def _public_url(url: str | None) -> str:
+    """The base URL without any user:password part, for error messages."""
+    if not url:
+        return "the default OpenAI endpoint"
+    parts = urlsplit(url)
+    netloc = parts.hostname or ""
+    if parts.port:
+        netloc += f":{parts.port}"
+    return urlunsplit((parts.scheme, netloc, parts.path, "", ""))
+
+
+def parse_arguments(raw: str | None) -> dict[str, Any]:
+    """Tool-call arguments from the model's JSON string. Models do emit broken JSON; the
+    raw text is kept under `_raw` so the tool can answer with an error the model can fix."""
+    if not raw:
+        return {}
+    try:
+        value = json.loads(raw)
+    except json.JSONDecodeError:
+        return {"_raw": raw}
+    return value if isinstance(value, dict) else {"_raw": raw}
+
+
+class OpenAIModel:
+    def __init__(
+        self,
+        *,
+        model: str | None = None,
+        base_url: str | None = None,
+        api_key: str | None = None,
+        timeout_s: float = 300.0,
+        max_retries: int = 2,
+        http_client: Any = None,
+    ) -> None:
+        self._model = model
+        self._base_url = base_url
+        self._api_key = api_key
+        self._timeout_s = timeout_s
+        self._max_retries = max_retries
+        # Any httpx-compatible AsyncClient; tests pass one with a mock transport.
+        self._http_client = http_client
+        self._client: AsyncOpenAI | None = None
+
+    @classmethod
+    def from_env(cls, **overrides: Any) -> OpenAIModel:
+        settings: dict[str, Any] = {
+            "model": _env("MUSTER_OPENAI_MODEL"),
+            "base_url": _env("MUSTER_OPENAI_BASE_URL", "OPENAI_BASE_URL"),
+            "api_key": _env("MUSTER_OPENAI_API_KEY", "OPENAI_API_KEY"),
+        }
+        settings.update(overrides)
+        return cls(**settings)
+
+    def _get_client(self) -> AsyncOpenAI:
+        if self._client is None:
+            self._client = AsyncOpenAI(
+                api_key=self._api_key or _PLACEHOLDER_KEY,
+                base_url=self._base_url,
+                timeout=self._timeout_s,
+                max_retries=self._max_retries,
+                http_client=self._http_client,
+            )
+        return self._client
+
+    def _model_name(self, request: ModelRequest) -> str:
+        # An agent definition may name a model; "" or "default" defers to the environment.
+        if request.model and request.model != "default":
+            return request.model
+        if self._model:
+            return self._model
+        raise ModelError("no model name configured: set MUSTER_OPENAI_MODEL")
+
+    async def complete(self, request: ModelRequest) -> ModelReply:
+        # Already OpenAI chat-format dicts; the SDK's TypedDicts only describe that shape.
+        extra: dict[str, Any] = {"messages": request.messages}
+        if request.tools:  # some servers reject an empty tools list
+            extra["tools"] = request.tools
+        try:
+            response = await self._get_client().chat.completions.create(
+                model=self._model_name(request), **extra
+            )
+        except openai.APIStatusError as exc:
+            raise ModelError(
+                f"model API error (HTTP {exc.status_code}): {self._detail(exc)}"
+            ) from None
+        except openai.APITimeoutError:
+            raise ModelError(f"model API timed out ({_public_url(self._base_url)})") from None
+        except openai.APIConnectionError:
+            where = _public_url(self._base_url)
+            raise ModelError(f"could not reach model API at {where}") from None
+        except openai.OpenAIError as exc:
+            raise ModelError(f"model API call failed: {self._scrub(str(exc))}") from None
+        if not response.choices:
+            raise ModelError("model API returned no choices")
+        message = response.choices[0].message
+        calls = []
+        for call in message.tool_calls or ():
+            function = getattr(call, "function", None)
+            if function is None:
+                continue  # a non-function (custom) tool call: nothing here can run it
+            calls.append(ToolCall(call.id, function.name, parse_arguments(function.arguments)))
+        usage = response.usage
+        return ModelReply(
+            content=message.content or "",
+            tool_calls=tuple(calls),
+            usage=Usage(usage.prompt_tokens, usage.completion_tokens) if usage else Usage(),
+        )
+
+    def _detail(self, exc: openai.APIStatusError) -> str:
+        body = exc.body
+        if isinstance(body, dict):
+            # OpenAI nests {"error": {"message"}}; SDKs unwrap it for some servers only.
+            inner = body.get("error", body)
+            message = inner.get("message") if isinstance(inner, dict) else inner
+            if message:
+                return self._scrub(str(message))
+        return self._scrub(exc.message)
+
+    def _scrub(self, text: str) -> str:
+        if self._api_key:
+            text = text.replace(self._api_key, "[redacted]")
+        text = _KEY_PATTERN.sub("[redacted]", text)
+        return text[:_DETAIL_LIMIT]
+
+    async def aclose(self) -> None:
+        if self._client is not None:
+            await self._client.close()
+            self._client = None

@@ -1,0 +1,132 @@
+"""The deterministic scripted model (DESIGN §7), the default for local runs and tests.
+
+It is a pure function of the request, so a step retried after a crash gets the same
+answer and the same tool-call ids as the attempt that died.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import json
+from dataclasses import dataclass
+from typing import Any
+
+from muster_agent.models.base import ModelError, ModelReply, ModelRequest, ToolCall, Usage
+
+SCRIPT_PREFIX = "#script"
+DONE = "done"
+_ECHO_LIMIT = 200
+
+
+@dataclass(frozen=True)
+class _Step:
+    tool_calls: tuple[tuple[str, dict[str, Any]], ...]
+    content: str
+    delay_ms: float
+    fail: str | None
+
+
+def message_text(content: Any) -> str:
+    """Text of a chat message's `content`, which may be a string, null or a list of parts."""
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        return "".join(
+            part.get("text", "") for part in content
+            if isinstance(part, dict) and isinstance(part.get("text"), str)
+        )
+    return ""
+
+
+def tool_call_id(session_id: str, user_index: int, step: int, position: int) -> str:
+    digest = hashlib.sha1(f"{session_id}:{user_index}:{step}:{position}".encode()).hexdigest()
+    return "call_" + digest[:24]
+
+
+def parse_script(text: str) -> list[_Step] | None:
+    """The steps of a `#script` message, None when it is not a script. The whole script is
+    validated up front so a mistake fails the first step, not a surprising later one."""
+    if not text.startswith(SCRIPT_PREFIX):
+        return None
+    body = text[len(SCRIPT_PREFIX):]
+    if body and not (body[0].isspace() or body[0] == "{"):
+        return None  # "#scripting is fun" is prose, not a script
+    try:
+        data = json.loads(body)
+    except json.JSONDecodeError as exc:
+        raise ModelError(f"invalid #script: not valid JSON ({exc})") from None
+    if not isinstance(data, dict) or not isinstance(data.get("steps"), list):
+        raise ModelError('invalid #script: expected a JSON object {"steps": [...]}')
+    return [_parse_step(i, raw) for i, raw in enumerate(data["steps"])]
+
+
+def _parse_step(index: int, raw: Any) -> _Step:
+    where = f"invalid #script: step {index}"
+    if not isinstance(raw, dict):
+        raise ModelError(f"{where} must be a JSON object")
+    raw_calls = raw.get("tool_calls")
+    if raw_calls is None:
+        raw_calls = []
+    if not isinstance(raw_calls, list):
+        raise ModelError(f"{where}: tool_calls must be a list")
+    calls: list[tuple[str, dict[str, Any]]] = []
+    for i, call in enumerate(raw_calls):
+        if not isinstance(call, dict):
+            raise ModelError(f"{where}: tool_calls[{i}] must be a JSON object")
+        name, arguments = call.get("name"), call.get("arguments", {})
+        if not isinstance(name, str) or not name:
+            raise ModelError(f"{where}: tool_calls[{i}].name must be a non-empty string")
+        if not isinstance(arguments, dict):
+            raise ModelError(f"{where}: tool_calls[{i}].arguments must be a JSON object")
+        calls.append((name, arguments))
+    content = raw.get("content", "")
+    if not isinstance(content, str):
+        raise ModelError(f"{where}: content must be a string")
+    delay = raw.get("delay_ms", 0)
+    if isinstance(delay, bool) or not isinstance(delay, int | float) or delay < 0:
+        raise ModelError(f"{where}: delay_ms must be a non-negative number")
+    fail = raw.get("fail")
+    return _Step(tuple(calls), content, float(delay), None if fail is None else str(fail))
+
+
+def _estimate_tokens(text: str) -> int:
+    # A stable, cheap stand-in for a tokenizer: about four characters per token.
+    return (len(text) + 3) // 4
+
+
+class ScriptedModel:
+    async def complete(self, request: ModelRequest) -> ModelReply:
+        messages = request.messages
+        user_index = next(
+            (i for i in range(len(messages) - 1, -1, -1) if messages[i].get("role") == "user"),
+            None,
+        )
+        if user_index is None:
+            raise ModelError("scripted model: the conversation has no user message")
+        text = message_text(messages[user_index].get("content"))
+        steps = parse_script(text)
+        calls: tuple[ToolCall, ...] = ()
+        if steps is None:
+            content = f"You said: {text[:_ECHO_LIMIT]}"
+        else:
+            k = sum(1 for m in messages[user_index + 1:] if m.get("role") == "assistant")
+            if k >= len(steps):
+                content = DONE
+            else:
+                step = steps[k]
+                if step.delay_ms:
+                    # A plain sleep, so cancelling the turn interrupts the "model call".
+                    await asyncio.sleep(step.delay_ms / 1000)
+                if step.fail is not None:
+                    raise ModelError(step.fail)
+                content = step.content
+                calls = tuple(
+                    ToolCall(tool_call_id(request.session_id, user_index, k, i), name, args)
+                    for i, (name, args) in enumerate(step.tool_calls)
+                )
+        prompt = "".join(message_text(m.get("content")) for m in messages)
+        completion = content + "".join(json.dumps(c.to_openai()) for c in calls)
+        return ModelReply(
+            content, calls, Usage(_estimate_tokens(prompt), _estimate_tokens(completion))
+        )

@@ -1,0 +1,132 @@
+"""Reading a session's state and recording the loop's decisions, each in one transaction.
+
+The session row is locked (`FOR UPDATE`) while deciding, and every append names the stream
+version it read: a cancel, a queued message or a zombie runner can never interleave with a
+decision half-way.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+from uuid import UUID, uuid4
+
+from muster_contracts import events as ev
+from muster_runtime import eventstore
+from muster_runtime.db import Connection, Pool
+
+from muster_agent.history import StoredMessage, from_row, pending_tool_calls
+
+RUNNING_PHASES = ("RUNNING", "RESUMING")
+
+
+@dataclass(frozen=True)
+class SessionState:
+    session_id: UUID
+    user_id: str
+    session_type: str
+    root_session_id: UUID
+    parent_session_id: UUID | None
+    agent_type: str
+    model_id: str | None
+    phase: str | None
+    version: int
+    message_count: int
+    messages: list[StoredMessage]
+    started_tool_calls: frozenset[str]
+
+    @property
+    def running(self) -> bool:
+        return self.phase in RUNNING_PHASES
+
+
+async def lock_session(conn: Connection, session_id: UUID) -> Any:
+    return await conn.fetchrow(
+        "SELECT * FROM sessions WHERE session_id = $1 FOR UPDATE", session_id
+    )
+
+
+async def load_state(conn: Connection | Pool, session_id: UUID) -> SessionState | None:
+    row = await conn.fetchrow("SELECT * FROM sessions WHERE session_id = $1", session_id)
+    if row is None:
+        return None
+    messages = await conn.fetch(
+        """SELECT message_id, seq, role, content, tool_calls, tool_call_id FROM messages
+           WHERE session_id = $1 AND NOT discarded ORDER BY seq""",
+        session_id,
+    )
+    started = await conn.fetch(
+        "SELECT tool_call_id FROM tool_runs WHERE session_id = $1", session_id
+    )
+    return SessionState(
+        session_id=row["session_id"],
+        user_id=row["user_id"],
+        session_type=row["session_type"],
+        root_session_id=row["root_session_id"],
+        parent_session_id=row["parent_session_id"],
+        agent_type=row["agent_type"],
+        model_id=row["model_id"],
+        phase=row["phase"],
+        version=row["version"],
+        message_count=row["message_count"],
+        messages=[from_row(m) for m in messages],
+        started_tool_calls=frozenset(r["tool_call_id"] for r in started),
+    )
+
+
+EventsFor = Callable[[int], Sequence[ev.DomainEvent]]
+
+
+async def record_if_current(
+    pool: Pool, session_id: UUID, expected_count: int, events_for: EventsFor
+) -> bool:
+    """Append `events_for(next_seq)` only if the session still runs and nobody recorded a
+    message since the caller looked (`expected_count`). False means: drop your result."""
+    async with pool.acquire() as conn, conn.transaction():
+        row = await lock_session(conn, session_id)
+        if row is None or row["phase"] not in RUNNING_PHASES:
+            return False
+        if row["message_count"] != expected_count:
+            return False
+        events = list(events_for(row["message_count"] + 1))
+        await eventstore.append(conn, str(session_id), events, expected_version=row["version"])
+        return True
+
+
+def interrupted_result(reason: str) -> str:
+    return json.dumps({"success": False, "error": reason})
+
+
+async def start_next_turn(conn: Connection, row: Any, *, after: Sequence[ev.DomainEvent] = ()) -> bool:
+    """With the session row locked: turn the oldest queued input into the USER message of
+    a new RUNNING turn. Unanswered tool calls of an earlier (cancelled or crashed) turn get
+    an error result first, so the history stays valid and nothing is re-run.
+
+    `after` are events the caller appends first in the same transaction (a turn's end)."""
+    session_id: UUID = row["session_id"]
+    queued = await conn.fetchrow(
+        """SELECT message_id, content FROM session_inputs
+           WHERE session_id = $1 AND state = 'QUEUED' ORDER BY position LIMIT 1""",
+        session_id,
+    )
+    events: list[ev.DomainEvent] = list(after)
+    seq = row["message_count"] + sum(isinstance(e, ev.MessageRecorded) for e in after)
+    if queued is not None:
+        state = await load_state(conn, session_id)
+        assert state is not None
+        for call in pending_tool_calls(state.messages):
+            seq += 1
+            events.append(ev.MessageRecorded(
+                message_id=uuid4(), seq=seq, role="TOOL", tool_call_id=call["id"],
+                content=interrupted_result("interrupted: the turn ended before this tool call finished"),
+            ))
+        seq += 1
+        events.append(ev.MessageRecorded(
+            message_id=queued["message_id"], seq=seq, role="USER", content=queued["content"]
+        ))
+        events.append(ev.SessionPhaseChanged(phase="RUNNING"))
+    if events:
+        await eventstore.append(conn, str(session_id), events, expected_version=row["version"])
+    return queued is not None

@@ -1,0 +1,1 @@
+"""Every message type that crosses a process boundary in muster."""

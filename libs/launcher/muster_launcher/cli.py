@@ -1,0 +1,54 @@
+"""The `muster` command: `muster run` starts everything, `muster chat` talks to it."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from pathlib import Path
+
+from .tokens import default_client_token
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="muster")
+    commands = parser.add_subparsers(dest="command", required=True)
+    run = commands.add_parser(
+        "run", help="start PostgreSQL, the broker and the services; stop with Ctrl-C"
+    )
+    run.add_argument(
+        "--no-wait-gateway",
+        action="store_true",
+        help="do not wait for the gateway's /healthz before printing the ready lines",
+    )
+    chat = commands.add_parser("chat", help="send a message and print the turn as it streams")
+    port = os.environ.get("MUSTER_GATEWAY_PORT") or "8765"
+    chat.add_argument("--url", default=f"http://127.0.0.1:{port}")
+    chat.add_argument("--token", help="default: $MUSTER_TOKEN, else the data dir's token")
+    chat.add_argument("--session", help="post to this session instead of creating one")
+    chat.add_argument("--timeout", type=float, default=600.0, help="seconds to wait for the turn")
+    chat.add_argument("message")
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    if args.command == "run":
+        from .run import RunOptions, run
+
+        return run(RunOptions(wait_gateway=not args.no_wait_gateway))
+    from .chat import run_chat
+
+    data_dir = Path(os.environ.get("MUSTER_DATA_DIR") or ".muster")
+    token = args.token or default_client_token(data_dir, os.environ)
+    if not token:
+        print(
+            "muster chat: no token (use --token, $MUSTER_TOKEN, or run `muster run` first)",
+            file=sys.stderr,
+        )
+        return 2
+    return run_chat(args.url, token, args.message, args.session, args.timeout)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,168 @@
+"""`muster run`: the whole system on one machine, in the foreground, until a signal."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import fcntl
+import os
+import signal
+import sys
+from collections.abc import Awaitable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+from .procs import env_port, port_in_use
+from .services import SERVICES, service_env, service_spec
+from .supervisor import Supervisor, log
+from .tokens import effective_tokens
+
+
+@dataclass
+class RunOptions:
+    wait_gateway: bool = True
+
+
+@contextlib.contextmanager
+def data_dir_lock(data_dir: Path) -> Iterator[None]:
+    """One launcher per data dir: a second one would kill the first one's PostgreSQL as a
+    leftover. flock is released by the kernel even when the launcher is SIGKILLed."""
+    with open(data_dir / "launcher.lock", "w") as fh:
+        try:
+            fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            raise SystemExit(f"muster: another `muster run` is using {data_dir}") from None
+        yield
+
+
+async def migrate(database_url: str) -> None:
+    try:
+        from muster_runtime.migrate import upgrade
+    except ModuleNotFoundError as exc:
+        if exc.name != "muster_runtime.migrate":
+            raise
+        log("muster_runtime.migrate is missing; skipping migrations")
+        return
+    await asyncio.to_thread(upgrade, database_url)
+
+
+async def _start_all(
+    sup: Supervisor,
+    environ: dict[str, str],
+    data_dir: Path,
+    gateway_port: int,
+    tokens_file: Path,
+    options: RunOptions,
+) -> tuple[str, str]:
+    database_url = environ.get("DATABASE_URL", "").strip()
+    bootstrap = environ.get("KAFKA_BOOTSTRAP_SERVERS", "").strip()
+    infra: list[Awaitable[object]] = []
+    if not database_url:
+        from .postgres import postgres_spec, postgres_url
+
+        pg_port = env_port(environ, "MUSTER_PG_PORT")
+        database_url = postgres_url(pg_port)
+        infra.append(sup.start(postgres_spec(data_dir, pg_port)))
+    if not bootstrap:
+        from .broker import broker_spec
+
+        kafka_port = env_port(environ, "MUSTER_KAFKA_PORT")
+        bootstrap = f"127.0.0.1:{kafka_port}"
+        infra.append(sup.start(broker_spec(kafka_port)))
+    else:
+        from .topics import ensure_topics
+
+        infra.append(ensure_topics(bootstrap))
+    await _all(infra)
+    log("migrating the database")
+    await migrate(database_url)
+    env = service_env(
+        environ,
+        database_url=database_url,
+        bootstrap=bootstrap,
+        data_dir=data_dir,
+        tokens_file=tokens_file,
+        gateway_port=gateway_port,
+    )
+    specs = [
+        service_spec(
+            name, environ, env, gateway_port=gateway_port, wait_gateway=options.wait_gateway
+        )
+        for name in SERVICES
+    ]
+    await _all([sup.start(spec) for spec in specs])
+    return database_url, bootstrap
+
+
+async def _all(aws: list[Awaitable[object]]) -> None:
+    """Await all; on the first failure cancel the rest, so no start is left in flight to
+    spawn a process after the supervisor has stopped everything."""
+    try:
+        async with asyncio.TaskGroup() as group:
+            for aw in aws:
+                group.create_task(_awaited(aw))
+    except BaseExceptionGroup as failed:
+        raise failed.exceptions[0] from None
+
+
+async def _awaited(aw: Awaitable[object]) -> None:
+    await aw
+
+
+def run(options: RunOptions) -> int:
+    environ = dict(os.environ)
+    data_dir = Path(environ.get("MUSTER_DATA_DIR") or ".muster").resolve()
+    data_dir.mkdir(parents=True, exist_ok=True)
+    gateway_port = int(environ.get("MUSTER_GATEWAY_PORT") or 8765)
+    if port_in_use(gateway_port):
+        # Otherwise the health check could be answered by whatever holds the port.
+        log(f"port {gateway_port} is in use; set MUSTER_GATEWAY_PORT")
+        return 1
+    with data_dir_lock(data_dir):
+        tokens, tokens_file = effective_tokens(data_dir, environ)
+        return asyncio.run(
+            _supervise(environ, data_dir, gateway_port, tokens, tokens_file, options)
+        )
+
+
+async def _supervise(
+    environ: dict[str, str],
+    data_dir: Path,
+    gateway_port: int,
+    tokens: dict[str, str],
+    tokens_file: Path,
+    options: RunOptions,
+) -> int:
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+        loop.add_signal_handler(sig, stop.set)
+    sup = Supervisor()
+    startup = asyncio.create_task(
+        _start_all(sup, environ, data_dir, gateway_port, tokens_file, options)
+    )
+    stopped = asyncio.create_task(stop.wait())
+    await asyncio.wait({startup, stopped}, return_when=asyncio.FIRST_COMPLETED)
+    code = 0
+    if not startup.done():
+        startup.cancel()
+        await asyncio.gather(startup, return_exceptions=True)
+    elif startup.exception() is not None:
+        log(f"startup failed: {startup.exception()}")
+        code = 1
+    else:
+        database_url, bootstrap = startup.result()
+        lines = [
+            f"gateway: http://127.0.0.1:{gateway_port}",
+            f"kafka: {bootstrap}",
+            f"token: {next(iter(tokens))}",
+            f"database: {database_url}",
+        ]
+        sys.stdout.write("".join(line + "\n" for line in lines))
+        sys.stdout.flush()
+        await stopped
+    stopped.cancel()
+    log("stopping")
+    await sup.stop()
+    log("stopped")
+    return code

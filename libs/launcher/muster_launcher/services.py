@@ -1,0 +1,90 @@
+"""The four muster services as supervised children."""
+
+from __future__ import annotations
+
+import asyncio
+import shlex
+import shutil
+import sys
+import time
+from collections.abc import Mapping
+from pathlib import Path
+
+import httpx
+
+from .supervisor import ChildSpec
+
+SERVICES = ("gateway", "harness", "subagent-worker", "recovery")
+
+
+def service_command(name: str, environ: Mapping[str, str]) -> list[str]:
+    """The console script `muster-<name>` from our venv, so each command line carries the
+    service's name. MUSTER_SERVICE_COMMAND_<NAME> overrides it (development and tests)."""
+    override = environ.get(f"MUSTER_SERVICE_COMMAND_{name.upper().replace('-', '_')}")
+    if override:
+        return shlex.split(override)
+    script = Path(sys.executable).parent / f"muster-{name}"
+    if script.exists():
+        return [str(script)]
+    found = shutil.which(f"muster-{name}")
+    if found is None:
+        raise RuntimeError(f"console script muster-{name} not found (run `uv sync`)")
+    return [found]
+
+
+def service_env(
+    environ: Mapping[str, str],
+    *,
+    database_url: str,
+    bootstrap: str,
+    data_dir: Path,
+    tokens_file: Path,
+    gateway_port: int,
+) -> dict[str, str]:
+    env = dict(environ)
+    env.update(
+        DATABASE_URL=database_url,
+        KAFKA_BOOTSTRAP_SERVERS=bootstrap,
+        MUSTER_DATA_DIR=str(data_dir),
+        MUSTER_TOKENS_FILE=str(tokens_file),
+        MUSTER_GATEWAY_PORT=str(gateway_port),
+        # Without it a child's log lines sit in its buffer until exit (or are lost on kill).
+        PYTHONUNBUFFERED="1",
+    )
+    env.setdefault("MUSTER_MODEL", "script")
+    return env
+
+
+async def wait_healthz(url: str, within: float) -> None:
+    deadline = time.monotonic() + within
+    last = "no answer"
+    async with httpx.AsyncClient(timeout=2.0) as client:
+        while time.monotonic() < deadline:
+            try:
+                response = await client.get(url)
+                if response.status_code == 200:
+                    return
+                last = f"HTTP {response.status_code}"
+            except httpx.HTTPError as exc:
+                last = type(exc).__name__
+            await asyncio.sleep(0.2)
+    raise RuntimeError(f"{url} not healthy after {within:g}s ({last})")
+
+
+def service_spec(
+    name: str,
+    environ: Mapping[str, str],
+    env: dict[str, str],
+    *,
+    gateway_port: int,
+    wait_gateway: bool = True,
+    healthz_timeout: float = 90.0,
+) -> ChildSpec:
+    ready = None
+    if name == "gateway" and wait_gateway:
+        url = f"http://127.0.0.1:{gateway_port}/healthz"
+
+        async def ready() -> None:
+            await wait_healthz(url, healthz_timeout)
+
+    return ChildSpec(name=name, argv=service_command(name, environ), env=env, ready=ready)

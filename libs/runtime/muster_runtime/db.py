@@ -1,0 +1,30 @@
+"""asyncpg connection pools, created in a service's lifespan, never at import time."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import asyncpg
+
+Pool = asyncpg.Pool
+Connection = asyncpg.Connection
+UniqueViolation = asyncpg.UniqueViolationError
+
+
+async def _init_connection(conn: asyncpg.Connection) -> None:
+    for type_name in ("json", "jsonb"):
+        await conn.set_type_codec(
+            type_name, encoder=json.dumps, decoder=json.loads, schema="pg_catalog"
+        )
+
+
+async def create_pool(database_url: str, *, min_size: int = 2, max_size: int = 10) -> Pool:
+    pool: Pool = await asyncpg.create_pool(
+        database_url, min_size=min_size, max_size=max_size, init=_init_connection
+    )
+    return pool
+
+
+def as_dict(record: Any) -> dict[str, Any]:
+    return dict(record.items())

@@ -1,0 +1,69 @@
+"""Kafka plumbing shared by the services: consumer options tuned for the configured broker,
+the relay's producer, and the dead-letter topic."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+from typing import Any
+
+from aiokafka import AIOKafkaProducer
+
+from muster_runtime import topics
+from muster_runtime.outbox import Publish
+from muster_runtime.settings import Settings
+
+log = logging.getLogger("muster.kafka")
+
+
+def consumer_options(settings: Settings) -> dict[str, Any]:
+    """Options for every FastStream subscriber. `earliest` because the local broker's
+    "latest" offset answer is wrong; committed offsets make restarts resume correctly."""
+    return {
+        "auto_offset_reset": "earliest",
+        "fetch_max_wait_ms": settings.kafka_fetch_max_wait_ms,
+        "session_timeout_ms": settings.kafka_session_timeout_ms,
+        "heartbeat_interval_ms": settings.kafka_heartbeat_interval_ms,
+    }
+
+
+async def start_producer(settings: Settings) -> AIOKafkaProducer:
+    # Idempotent/transactional producers are rejected by the local broker; consumers are
+    # idempotent instead (processed-message tracking).
+    producer = AIOKafkaProducer(
+        bootstrap_servers=settings.kafka_bootstrap_servers,
+        acks="all",
+        linger_ms=0,
+        enable_idempotence=False,
+        max_request_size=8 * 1024 * 1024,
+    )
+    await producer.start()
+    return producer
+
+
+def publisher(producer: AIOKafkaProducer) -> Publish:
+    async def publish(batch: list[tuple[str, bytes, bytes]]) -> None:
+        futures = [await producer.send(topic, value, key=key) for topic, key, value in batch]
+        await asyncio.gather(*futures)
+
+    return publish
+
+
+async def dead_letter(
+    producer: AIOKafkaProducer, *, source_topic: str, consumer: str, raw: bytes,
+    key: bytes | None, error: str,
+) -> None:
+    """Park a message that can never be processed, with the reason, and move on."""
+    body = {
+        "source_topic": source_topic,
+        "consumer": consumer,
+        "error": error[:2000],
+        "key": key.decode(errors="replace") if key else None,
+        "raw": raw.decode(errors="replace"),
+    }
+    await producer.send_and_wait(topics.DEAD_LETTERS, json.dumps(body).encode(), key=key)
+    log.warning(
+        "message_dead_lettered source_topic=%s consumer=%s error=%s",
+        source_topic, consumer, error.splitlines()[0][:200] if error else "",
+    )

@@ -1,0 +1,33 @@
+"""Schema migrations (Alembic), callable from the launcher and tests: `upgrade(url)`."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+from alembic import command
+from alembic.config import Config
+
+MIGRATIONS = Path(__file__).parent / "migrations"
+
+
+def sqlalchemy_url(database_url: str) -> str:
+    """asyncpg DSN (`postgresql://…`) → SQLAlchemy URL with the asyncpg driver."""
+    for prefix in ("postgresql+asyncpg://", "postgresql://", "postgres://"):
+        if database_url.startswith(prefix):
+            return "postgresql+asyncpg://" + database_url[len(prefix) :]
+    raise ValueError("DATABASE_URL must start with postgresql://")
+
+
+def upgrade(database_url: str, revision: str = "head") -> None:
+    """Synchronous: Alembic's env runs its own event loop, so call this outside one."""
+    config = Config()
+    config.set_main_option("script_location", str(MIGRATIONS))
+    config.set_main_option("sqlalchemy.url", sqlalchemy_url(database_url).replace("%", "%%"))
+    command.upgrade(config, revision)
+
+
+if __name__ == "__main__":
+    import os
+
+    upgrade(sys.argv[1] if len(sys.argv) > 1 else os.environ["DATABASE_URL"])

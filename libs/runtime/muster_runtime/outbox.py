@@ -1,0 +1,108 @@
+"""Transactional outbox: messages are written with the decision that caused them and
+published by `OutboxRelay`, so a crash between commit and publish loses nothing."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+import asyncpg
+from muster_contracts.envelope import Envelope
+
+from muster_runtime.db import Connection, Pool
+
+log = logging.getLogger("muster.outbox")
+
+NOTIFY_CHANNEL = "muster_outbox"
+# One relay drains at a time, so messages of a key reach Kafka in commit order.
+RELAY_LOCK_KEY = 0x6D757374  # "must"
+
+Publish = Callable[[list[tuple[str, bytes, bytes]]], Awaitable[None]]
+
+
+async def enqueue(conn: Connection, topic: str, key: str, message: Envelope) -> None:
+    """Write a command to the outbox inside the caller's transaction."""
+    await conn.execute(
+        "INSERT INTO outbox (topic, key, payload) VALUES ($1, $2, $3)",
+        topic, key, message.model_dump(mode="json"),
+    )
+    await conn.execute("SELECT pg_notify($1, '')", NOTIFY_CHANNEL)
+
+
+def _event_message(row: Any) -> dict[str, Any]:
+    return {
+        "kind": "event",
+        "event_id": str(row["event_id"]),
+        "position": row["event_position"],
+        "stream_id": row["stream_id"],
+        "stream_version": row["stream_version"],
+        "type": row["type"],
+        "schema_version": row["schema_version"],
+        "payload": row["event_payload"],
+        "metadata": row["metadata"],
+        "recorded_at": row["recorded_at"].isoformat(),
+    }
+
+
+class OutboxRelay:
+    """Publishes outbox rows to Kafka, woken by LISTEN/NOTIFY (with a slow safety poll)."""
+
+    def __init__(self, pool: Pool, database_url: str, publish: Publish, *, batch: int = 500):
+        self._pool = pool
+        self._database_url = database_url
+        self._publish = publish
+        self._batch = batch
+        self._wake = asyncio.Event()
+        self.published = 0
+
+    async def run(self) -> None:
+        listener: asyncpg.Connection = await asyncpg.connect(self._database_url)
+        await listener.add_listener(NOTIFY_CHANNEL, lambda *_: self._wake.set())
+        try:
+            while True:
+                try:
+                    await self.drain()
+                except (OSError, asyncpg.PostgresError, asyncio.TimeoutError) as exc:
+                    log.warning("outbox_relay_error error=%s", type(exc).__name__)
+                    await asyncio.sleep(0.5)
+                    continue
+                try:
+                    await asyncio.wait_for(self._wake.wait(), timeout=1.0)
+                except TimeoutError:
+                    pass
+                self._wake.clear()
+        finally:
+            await listener.close()
+
+    async def drain(self) -> int:
+        total = 0
+        while True:
+            sent = await self._drain_batch()
+            total += sent
+            if sent < self._batch:
+                return total
+
+    async def _drain_batch(self) -> int:
+        async with self._pool.acquire() as conn, conn.transaction():
+            await conn.execute("SELECT pg_advisory_xact_lock($1)", RELAY_LOCK_KEY)
+            rows = await conn.fetch(
+                """SELECT o.id, o.topic, o.key, o.payload, o.event_position,
+                          e.event_id, e.stream_id, e.stream_version, e.type, e.schema_version,
+                          e.payload AS event_payload, e.metadata, e.recorded_at
+                   FROM outbox o LEFT JOIN events e ON e.position = o.event_position
+                   ORDER BY o.id LIMIT $1""",
+                self._batch,
+            )
+            if not rows:
+                return 0
+            batch = []
+            for row in rows:
+                body = row["payload"] if row["event_position"] is None else _event_message(row)
+                batch.append((row["topic"], row["key"].encode(), json.dumps(body).encode()))
+            await self._publish(batch)
+            await conn.execute("DELETE FROM outbox WHERE id = ANY($1::bigint[])", [r["id"] for r in rows])
+            self.published += len(rows)
+            return len(rows)

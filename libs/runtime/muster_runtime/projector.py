@@ -1,0 +1,115 @@
+"""Inline projections: the read models, updated from events in the appending transaction.
+
+The same functions rebuild every table from the events alone, so a projection may only use
+what the event and its stored envelope carry (never `now()`, never another table's state
+that is not itself a projection of earlier events).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from typing import TYPE_CHECKING, Any
+
+from muster_contracts import events as ev
+
+from muster_runtime.db import Connection
+
+if TYPE_CHECKING:
+    from muster_runtime.eventstore import StoredEvent
+
+Projection = Callable[[Connection, "StoredEvent", Any], Awaitable[None]]
+
+PROJECTION_TABLES = ("sessions", "messages", "session_inputs", "tool_runs")
+
+
+async def _session_created(conn: Connection, s: StoredEvent, e: ev.SessionCreated) -> None:
+    await conn.execute(
+        """INSERT INTO sessions (session_id, user_id, session_type, parent_session_id,
+               root_session_id, title, agent_type, model_id, version, created_at, updated_at)
+           VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $10)""",
+        e.session_id, e.user_id, e.session_type, e.parent_session_id, e.root_session_id,
+        e.title, e.agent_type, e.model_id, s.stream_version, s.recorded_at,
+    )
+
+
+async def _input_queued(conn: Connection, s: StoredEvent, e: ev.UserMessageQueued) -> None:
+    await conn.execute(
+        """INSERT INTO session_inputs (message_id, session_id, client_message_id, content,
+               state, position, queued_at)
+           VALUES ($1, $2, $3, $4, 'QUEUED', $5, $6)""",
+        e.message_id, _sid(s), e.client_message_id, e.content, s.position, s.recorded_at,
+    )
+
+
+async def _inputs_dropped(conn: Connection, s: StoredEvent, e: ev.QueuedMessagesDropped) -> None:
+    await conn.execute(
+        "UPDATE session_inputs SET state = 'DROPPED' WHERE message_id = ANY($1::uuid[])",
+        e.message_ids,
+    )
+
+
+async def _message_recorded(conn: Connection, s: StoredEvent, e: ev.MessageRecorded) -> None:
+    calls = [call.model_dump(mode="json") for call in e.tool_calls] if e.tool_calls else None
+    await conn.execute(
+        """INSERT INTO messages (message_id, session_id, seq, role, content, tool_calls,
+               tool_call_id, position, created_at)
+           VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)""",
+        e.message_id, _sid(s), e.seq, e.role, e.content, calls, e.tool_call_id,
+        s.position, s.recorded_at,
+    )
+    await conn.execute(
+        "UPDATE sessions SET message_count = greatest(message_count, $2) WHERE session_id = $1",
+        _sid(s), e.seq,
+    )
+    if e.role == "USER":
+        # A queued input becomes this USER message: same id, so the queue entry is consumed.
+        await conn.execute(
+            "UPDATE session_inputs SET state = 'CONSUMED' WHERE message_id = $1", e.message_id
+        )
+
+
+async def _messages_discarded(conn: Connection, s: StoredEvent, e: ev.MessagesDiscarded) -> None:
+    await conn.execute(
+        "UPDATE messages SET discarded = true WHERE message_id = ANY($1::uuid[])", e.message_ids
+    )
+
+
+async def _phase_changed(conn: Connection, s: StoredEvent, e: ev.SessionPhaseChanged) -> None:
+    await conn.execute(
+        "UPDATE sessions SET phase = $2, last_error = $3 WHERE session_id = $1",
+        _sid(s), e.phase, e.error,
+    )
+
+
+async def _tool_started(conn: Connection, s: StoredEvent, e: ev.ToolCallStarted) -> None:
+    await conn.execute(
+        """INSERT INTO tool_runs (session_id, tool_call_id, message_id, name, started_at)
+           VALUES ($1, $2, $3, $4, $5)""",
+        _sid(s), e.tool_call_id, e.message_id, e.name, s.recorded_at,
+    )
+
+
+PROJECTIONS: dict[str, Projection] = {
+    "SessionCreated": _session_created,
+    "UserMessageQueued": _input_queued,
+    "QueuedMessagesDropped": _inputs_dropped,
+    "MessageRecorded": _message_recorded,
+    "MessagesDiscarded": _messages_discarded,
+    "SessionPhaseChanged": _phase_changed,
+    "ToolCallStarted": _tool_started,
+}
+
+
+def _sid(stored: StoredEvent) -> str:
+    return stored.stream_id
+
+
+async def project(conn: Connection, stored: StoredEvent) -> None:
+    handler = PROJECTIONS.get(stored.type)
+    if handler is not None:
+        await handler(conn, stored, stored.event)
+    if stored.type != "SessionCreated":
+        await conn.execute(
+            "UPDATE sessions SET version = $2, updated_at = $3 WHERE session_id = $1::uuid",
+            stored.stream_id, stored.stream_version, stored.recorded_at,
+        )

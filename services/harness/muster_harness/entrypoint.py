@@ -1,0 +1,16 @@
+"""`muster-harness`: runs NORMAL and SIDE_TASK session loops."""
+
+from __future__ import annotations
+
+import asyncio
+
+from muster_runtime.logs import configure
+from muster_runtime.settings import Settings
+
+from muster_harness.bootstrap import build
+
+
+def run() -> None:
+    configure("harness")
+    harness = build(Settings.from_env())
+    asyncio.run(harness.app.run())
