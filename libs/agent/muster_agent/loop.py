@@ -13,11 +13,14 @@ import json
 import logging
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
-from uuid import uuid4
+from uuid import UUID, uuid4
 
+import asyncpg
 from muster_contracts import events as ev
-from muster_runtime.db import Pool
+from muster_runtime import eventstore
+from muster_runtime.db import Connection, Pool
 
 from muster_agent import session_store as store
 from muster_agent.agents import AgentRegistry, UnknownAgentType
@@ -25,52 +28,70 @@ from muster_agent.history import pending_tool_calls, to_chat, turn_finished
 from muster_agent.models.base import ModelError, ModelProvider, ModelReply, ModelRequest
 from muster_agent.session_store import SessionState
 from muster_agent.tools.registry import is_local_tool, run_local_tool
-from muster_agent.tools.schemas import tool_schemas
+from muster_agent.tools.schemas import DELEGATION_TOOL_NAMES, tool_schemas
 from muster_agent.tools.workspace import Workspace
 
 log = logging.getLogger("muster.loop")
 
-# A tool outside the local set (delegation) is handed to this hook; it records what it needs
-# and returns False when the step must end (the barrier resumes the session later).
+# A delegation tool call is handed to this hook; it records what it needs and returns False
+# when the session no longer runs here.
 ToolHook = Callable[[SessionState, dict[str, Any]], Awaitable[bool]]
+# Called inside the transaction that ends a turn (row locked), before it commits: the worker
+# records the execution's terminal status here, atomically with the final answer.
+CloseHook = Callable[[Connection, SessionState, list[ev.DomainEvent], ev.SessionPhaseChanged], Awaitable[None]]
+
+TRANSIENT = (eventstore.ConcurrencyError, asyncpg.DeadlockDetectedError, asyncpg.SerializationError)
 
 
 @dataclass
 class LoopDeps:
     pool: Pool
-    model: ProviderLike
+    model: ModelProvider
     agents: AgentRegistry
-    workspaces: Any  # pathlib.Path of all workspaces
-    special_tools: dict[str, ToolHook]
-
-
-ProviderLike = ModelProvider
+    workspaces: Path
+    delegation: ToolHook | None = None
+    on_close: CloseHook | None = None
 
 
 class StepOutcome:
     CONTINUE = "continue"
+    WAITING = "waiting"  # every open tool call is a delegation: the barrier resumes us
     IDLE = "idle"  # the session no longer runs here: turn ended, cancelled or lost
 
 
-async def run_until_idle(deps: LoopDeps, session_id: Any) -> None:
-    while await step(deps, session_id) == StepOutcome.CONTINUE:
-        pass
+async def run_until_idle(deps: LoopDeps, session_id: UUID) -> str:
+    while True:
+        try:
+            outcome = await step(deps, session_id)
+        except TRANSIENT as exc:
+            # Another writer won a race on this session: reload and decide again.
+            log.info("step_retry session=%s reason=%s", session_id, type(exc).__name__)
+            continue
+        if outcome != StepOutcome.CONTINUE:
+            return outcome
 
 
-async def step(deps: LoopDeps, session_id: Any) -> str:
+async def step(deps: LoopDeps, session_id: UUID) -> str:
     state = await store.load_state(deps.pool, session_id)
     if state is None or not state.running:
         return StepOutcome.IDLE
     pending = pending_tool_calls(state.messages)
+    actionable = [
+        call for call in pending
+        if not (call["name"] in DELEGATION_TOOL_NAMES and call["id"] in state.started_tool_calls)
+    ]
+    if actionable:
+        return await _run_tool(deps, state, actionable[0])
     if pending:
-        return await _run_tool(deps, state, pending[0])
+        return StepOutcome.WAITING
     if turn_finished(state.messages):
         # The answer is recorded but the turn was never closed (crash): close it now.
         return await _close_turn(deps, state, [])
     try:
         agent = deps.agents.get(state.agent_type)
     except UnknownAgentType:
-        return await _close_turn(deps, state, [], failure=f"unknown agent type {state.agent_type!r}")
+        failure = f"unknown agent type {state.agent_type!r}"
+        return await _close_turn(deps, state, [], failure=failure)
     rounds = _rounds_this_turn(state)
     if rounds >= agent.max_rounds:
         return await _close_turn(deps, state, [], failure=f"max rounds ({agent.max_rounds}) exceeded")
@@ -99,11 +120,14 @@ def _rounds_this_turn(state: SessionState) -> int:
 
 async def _record_reply(deps: LoopDeps, state: SessionState, reply: ModelReply) -> str:
     calls = [ev.ToolCallSpec(id=c.id, name=c.name, arguments=c.arguments) for c in reply.tool_calls]
+    usage = ev.TokenUsage(
+        prompt_tokens=reply.usage.prompt_tokens, completion_tokens=reply.usage.completion_tokens
+    )
 
     def answer(seq: int) -> ev.MessageRecorded:
         return ev.MessageRecorded(
             message_id=uuid4(), seq=seq, role="ASSISTANT", content=reply.content,
-            tool_calls=calls or None,
+            tool_calls=calls or None, usage=usage,
         )
 
     if not calls:
@@ -120,9 +144,8 @@ async def _run_tool(deps: LoopDeps, state: SessionState, call: dict[str, Any]) -
         # Started before a crash: it may have had its effect. Never run it twice.
         result = store.interrupted_result("interrupted: this tool call was cut off and was not retried")
         return await _record_tool_result(deps, state, call, result)
-    hook = deps.special_tools.get(call["name"])
-    if hook is not None and not is_local_tool(call["name"]):
-        return StepOutcome.CONTINUE if await hook(state, call) else StepOutcome.IDLE
+    if call["name"] in DELEGATION_TOOL_NAMES and deps.delegation is not None:
+        return StepOutcome.CONTINUE if await deps.delegation(state, call) else StepOutcome.IDLE
     started = await store.record_if_current(
         deps.pool, state.session_id, state.message_count,
         lambda _seq: [ev.ToolCallStarted(message_id=round_.message_id, tool_call_id=call["id"], name=call["name"])],
@@ -158,6 +181,8 @@ async def _close_turn(
             return StepOutcome.IDLE
         if row["message_count"] != state.message_count:
             return StepOutcome.CONTINUE
+        if deps.on_close is not None:
+            await deps.on_close(conn, state, final, phase)
         next_turn = await store.start_next_turn(conn, row, after=[*final, phase])
     log.info("turn_finished session=%s phase=%s next_turn=%s", state.session_id, phase.phase, next_turn)
     return StepOutcome.CONTINUE if next_turn else StepOutcome.IDLE

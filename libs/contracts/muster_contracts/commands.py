@@ -47,8 +47,17 @@ class RunExecution(Envelope):
     parent_session_id: UUID
 
 
+class CancelExecution(Envelope):
+    """Interrupt a running execution's child loop (its cancellation is already recorded)."""
+
+    type: Literal["CancelExecution"] = "CancelExecution"
+    execution_id: UUID
+    child_session_id: UUID
+
+
 SessionCommand = Annotated[ProcessSession | CancelSession | ResumeSession, Field(discriminator="type")]
 SESSION_COMMANDS: TypeAdapter[ProcessSession | CancelSession | ResumeSession] = TypeAdapter(
     SessionCommand
 )
-DELEGATION_COMMANDS: TypeAdapter[RunExecution] = TypeAdapter(RunExecution)
+DelegationCommand = Annotated[RunExecution | CancelExecution, Field(discriminator="type")]
+DELEGATION_COMMANDS: TypeAdapter[RunExecution | CancelExecution] = TypeAdapter(DelegationCommand)

@@ -6,6 +6,7 @@ fields. To change an event, add a new `schema_version` and an upcaster in `upcas
 
 from __future__ import annotations
 
+from datetime import datetime
 from typing import Annotated, Any, Literal
 from uuid import UUID
 
@@ -61,6 +62,11 @@ class QueuedMessagesDropped(DomainEvent):
     reason: str
 
 
+class TokenUsage(Message):
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+
+
 class MessageRecorded(DomainEvent):
     type: Literal["MessageRecorded"] = "MessageRecorded"
     message_id: UUID
@@ -69,6 +75,7 @@ class MessageRecorded(DomainEvent):
     content: str
     tool_calls: list[ToolCallSpec] | None = None
     tool_call_id: str | None = None
+    usage: TokenUsage | None = None  # ASSISTANT messages: what the model call cost
 
 
 class MessagesDiscarded(DomainEvent):
@@ -92,6 +99,69 @@ class ToolCallStarted(DomainEvent):
     name: str
 
 
+InvocationType = Literal["DELEGATE", "FOLLOWUP"]
+ExecutionStatus = Literal["RUNNING", "RECOVERING", "COMPLETED", "FAILED", "CANCELLED"]
+DeliveryStatus = Literal["PENDING", "DELIVERED", "SUPPRESSED"]
+
+
+class ExecutionStarted(DomainEvent):
+    """First event of an execution's own stream (`stream_id` = execution id)."""
+
+    type: Literal["ExecutionStarted"] = "ExecutionStarted"
+    execution_id: UUID
+    parent_session_id: UUID
+    parent_tool_call_id: str
+    parent_message_id: UUID
+    child_session_id: UUID
+    user_id: str
+    agent_type: str
+    invocation_type: InvocationType
+    task: str
+    round: int
+    start_message_id: UUID
+    deadline_at: datetime
+
+
+class ExecutionFinished(DomainEvent):
+    type: Literal["ExecutionFinished"] = "ExecutionFinished"
+    status: Literal["COMPLETED", "FAILED", "CANCELLED"]
+    result: str | None = None
+    error: str | None = None
+    final_message_id: UUID | None = None
+    end_message_id: UUID | None = None
+    rounds: int = 0
+    tool_calls: int = 0
+    usage: TokenUsage = TokenUsage()
+
+
+class ExecutionDelivered(DomainEvent):
+    """The barrier recorded this execution's TOOL result in the parent (DELIVERED), or the
+    parent had been cancelled or ended (SUPPRESSED)."""
+
+    type: Literal["ExecutionDelivered"] = "ExecutionDelivered"
+    delivery_status: Literal["DELIVERED", "SUPPRESSED"]
+    tool_message_id: UUID | None = None
+
+
+class SubagentSessionCreated(DomainEvent):
+    """On the parent's stream, so its subscribers see the child appear."""
+
+    type: Literal["SubagentSessionCreated"] = "SubagentSessionCreated"
+    child_session_id: UUID
+    tool_call_id: str
+    agent_type: str
+    execution_id: UUID
+
+
+class ExecutionStatusChanged(DomainEvent):
+    """On the parent's stream: an execution it delegated changed status or delivery."""
+
+    type: Literal["ExecutionStatusChanged"] = "ExecutionStatusChanged"
+    execution_id: UUID
+    status: ExecutionStatus
+    delivery_status: DeliveryStatus
+
+
 AnyEvent = Annotated[
     SessionCreated
     | UserMessageQueued
@@ -99,7 +169,12 @@ AnyEvent = Annotated[
     | MessageRecorded
     | MessagesDiscarded
     | SessionPhaseChanged
-    | ToolCallStarted,
+    | ToolCallStarted
+    | ExecutionStarted
+    | ExecutionFinished
+    | ExecutionDelivered
+    | SubagentSessionCreated
+    | ExecutionStatusChanged,
     Field(discriminator="type"),
 ]
 EVENTS: TypeAdapter[DomainEvent] = TypeAdapter(AnyEvent)  # type: ignore[arg-type]
@@ -113,5 +188,10 @@ EVENT_TYPES: dict[str, type[DomainEvent]] = {
         MessagesDiscarded,
         SessionPhaseChanged,
         ToolCallStarted,
+        ExecutionStarted,
+        ExecutionFinished,
+        ExecutionDelivered,
+        SubagentSessionCreated,
+        ExecutionStatusChanged,
     )
 }

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import fcntl
+import logging
 import os
 import signal
 import sys
@@ -110,6 +111,9 @@ async def _awaited(aw: Awaitable[object]) -> None:
 
 
 def run(options: RunOptions) -> int:
+    # aiokafka logs every refused connection while the broker starts; our own retries and
+    # errors say what matters.
+    logging.getLogger("aiokafka").setLevel(logging.CRITICAL)
     environ = dict(os.environ)
     data_dir = Path(environ.get("MUSTER_DATA_DIR") or ".muster").resolve()
     data_dir.mkdir(parents=True, exist_ok=True)

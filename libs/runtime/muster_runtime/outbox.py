@@ -65,7 +65,7 @@ class OutboxRelay:
             while True:
                 try:
                     await self.drain()
-                except (OSError, asyncpg.PostgresError, asyncio.TimeoutError) as exc:
+                except (TimeoutError, OSError, asyncpg.PostgresError) as exc:
                     log.warning("outbox_relay_error error=%s", type(exc).__name__)
                     await asyncio.sleep(0.5)
                     continue

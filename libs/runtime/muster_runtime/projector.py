@@ -9,9 +9,11 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
+from uuid import UUID
 
 from muster_contracts import events as ev
 
+from muster_runtime import projector_executions as executions
 from muster_runtime.db import Connection
 
 if TYPE_CHECKING:
@@ -19,7 +21,7 @@ if TYPE_CHECKING:
 
 Projection = Callable[[Connection, "StoredEvent", Any], Awaitable[None]]
 
-PROJECTION_TABLES = ("sessions", "messages", "session_inputs", "tool_runs")
+PROJECTION_TABLES = ("sessions", "messages", "session_inputs", "tool_runs", "executions")
 
 
 async def _session_created(conn: Connection, s: StoredEvent, e: ev.SessionCreated) -> None:
@@ -50,11 +52,12 @@ async def _inputs_dropped(conn: Connection, s: StoredEvent, e: ev.QueuedMessages
 
 async def _message_recorded(conn: Connection, s: StoredEvent, e: ev.MessageRecorded) -> None:
     calls = [call.model_dump(mode="json") for call in e.tool_calls] if e.tool_calls else None
+    usage = e.usage.model_dump() if e.usage else None
     await conn.execute(
         """INSERT INTO messages (message_id, session_id, seq, role, content, tool_calls,
-               tool_call_id, position, created_at)
-           VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)""",
-        e.message_id, _sid(s), e.seq, e.role, e.content, calls, e.tool_call_id,
+               tool_call_id, usage, position, created_at)
+           VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)""",
+        e.message_id, _sid(s), e.seq, e.role, e.content, calls, e.tool_call_id, usage,
         s.position, s.recorded_at,
     )
     await conn.execute(
@@ -97,19 +100,25 @@ PROJECTIONS: dict[str, Projection] = {
     "MessagesDiscarded": _messages_discarded,
     "SessionPhaseChanged": _phase_changed,
     "ToolCallStarted": _tool_started,
+    "ExecutionStarted": executions.execution_started,
+    "ExecutionFinished": executions.execution_finished,
+    "ExecutionDelivered": executions.execution_delivered,
 }
 
+# Events whose stream is an execution, not a session: they do not touch `sessions`.
+EXECUTION_EVENTS = frozenset({"ExecutionStarted", "ExecutionFinished", "ExecutionDelivered"})
 
-def _sid(stored: StoredEvent) -> str:
-    return stored.stream_id
+
+def _sid(stored: StoredEvent) -> UUID:
+    return UUID(stored.stream_id)
 
 
 async def project(conn: Connection, stored: StoredEvent) -> None:
     handler = PROJECTIONS.get(stored.type)
     if handler is not None:
         await handler(conn, stored, stored.event)
-    if stored.type != "SessionCreated":
+    if stored.type != "SessionCreated" and stored.type not in EXECUTION_EVENTS:
         await conn.execute(
-            "UPDATE sessions SET version = $2, updated_at = $3 WHERE session_id = $1::uuid",
-            stored.stream_id, stored.stream_version, stored.recorded_at,
+            "UPDATE sessions SET version = $2, updated_at = $3 WHERE session_id = $1",
+            UUID(stored.stream_id), stored.stream_version, stored.recorded_at,
         )

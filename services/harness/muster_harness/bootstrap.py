@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 
@@ -11,6 +12,7 @@ from faststream import AckPolicy, FastStream
 from faststream.kafka import KafkaBroker
 from faststream.kafka.annotations import KafkaMessage
 from muster_agent.agents import AgentRegistry
+from muster_agent.delegation import Delegator
 from muster_agent.loop import LoopDeps
 from muster_agent.models import build_model
 from muster_agent.runners import Runners
@@ -37,7 +39,7 @@ class Harness:
 
 
 def build(settings: Settings) -> Harness:
-    broker = KafkaBroker(settings.kafka_bootstrap_servers or "localhost:9092")
+    broker = KafkaBroker(settings.kafka_bootstrap_servers or "localhost:9092", log_level=logging.DEBUG)
     edge = Edge(handlers.CONSUMER, topics.COMMANDS)
 
     @contextlib.asynccontextmanager
@@ -46,9 +48,11 @@ def build(settings: Settings) -> Harness:
         producer = await start_producer(settings)
         edge.producer = producer
         runners = Runners(pool, settings.instance_id, settings.lease_ttl_s)
+        agents = AgentRegistry.load()
         loop = LoopDeps(
-            pool=pool, model=build_model(settings.model), agents=AgentRegistry.load(),
-            workspaces=settings.workspaces_dir, special_tools={},
+            pool=pool, model=build_model(settings.model), agents=agents,
+            workspaces=settings.workspaces_dir,
+            delegation=Delegator(pool, agents, settings.execution_timeout_s),
         )
         harness.deps = HarnessDeps(loop=loop, runners=runners, lease_ttl_s=settings.lease_ttl_s)
         relay = OutboxRelay(pool, settings.database_url, publisher(producer))

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from uuid import UUID
 
 from muster_agent import session_store as store
-from muster_agent.loop import LoopDeps, run_until_idle
+from muster_agent.loop import LoopDeps, StepOutcome, run_until_idle
 from muster_agent.runners import Runners
 from muster_contracts.commands import CancelSession, ProcessSession, ResumeSession
 from muster_runtime import leases, tracking
@@ -48,9 +48,11 @@ async def process_session(cmd: ProcessSession | ResumeSession, deps: HarnessDeps
 
 
 async def drive(deps: HarnessDeps, session_id: UUID) -> None:
-    """Run turns until the session is idle with nothing queued."""
+    """Run turns until the session is idle with nothing queued, or waits for children."""
     while await _begin(deps, session_id):
-        await run_until_idle(deps.loop, session_id)
+        if await run_until_idle(deps.loop, session_id) == StepOutcome.WAITING:
+            log.info("session_waiting_for_children session=%s", session_id)
+            return
 
 
 async def _begin(deps: HarnessDeps, session_id: UUID) -> bool:

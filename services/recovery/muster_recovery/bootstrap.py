@@ -8,16 +8,24 @@ import logging
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 
-from faststream import FastStream
+from faststream import AckPolicy, FastStream
 from faststream.kafka import KafkaBroker
+from faststream.kafka.annotations import KafkaMessage
+from muster_contracts.published import RecordedEvent
+from muster_runtime import topics
 from muster_runtime.db import Pool, create_pool
-from muster_runtime.kafka import publisher, start_producer
+from muster_runtime.edge import Edge
+from muster_runtime.kafka import consumer_options, publisher, start_producer
 from muster_runtime.outbox import OutboxRelay
 from muster_runtime.settings import Settings
+from pydantic import TypeAdapter
 
-from muster_recovery.reconcile import reconcile_sessions
+from muster_recovery import handlers
+from muster_recovery.reconcile import reconcile_executions, reconcile_sessions
 
 log = logging.getLogger("muster.recovery")
+
+EVENT_MESSAGE: TypeAdapter[RecordedEvent] = TypeAdapter(RecordedEvent)
 
 
 @dataclass
@@ -25,29 +33,35 @@ class Recovery:
     settings: Settings
     broker: KafkaBroker
     app: FastStream
+    pool: Pool | None = None
     tasks: list[asyncio.Task[None]] = field(default_factory=list)
 
 
-async def reconcile_forever(pool: Pool, interval_s: float) -> None:
+async def reconcile_forever(pool: Pool, settings: Settings) -> None:
     while True:
         try:
             await reconcile_sessions(pool)
+            await reconcile_executions(
+                pool, grace_s=settings.lease_ttl_s, cancel_grace_s=settings.cancel_grace_s
+            )
         except Exception:
             log.exception("reconcile_failed")
-        await asyncio.sleep(interval_s)
+        await asyncio.sleep(settings.reconcile_interval_s)
 
 
 def build(settings: Settings) -> Recovery:
-    broker = KafkaBroker(settings.kafka_bootstrap_servers or "localhost:9092")
+    broker = KafkaBroker(settings.kafka_bootstrap_servers or "localhost:9092", log_level=logging.DEBUG)
 
     @contextlib.asynccontextmanager
     async def lifespan() -> AsyncIterator[None]:
         pool = await create_pool(settings.database_url)
         producer = await start_producer(settings)
+        edge.producer = producer
+        recovery.pool = pool
         relay = OutboxRelay(pool, settings.database_url, publisher(producer))
         recovery.tasks += [
             asyncio.create_task(relay.run()),
-            asyncio.create_task(reconcile_forever(pool, settings.reconcile_interval_s)),
+            asyncio.create_task(reconcile_forever(pool, settings)),
         ]
         try:
             yield
@@ -60,4 +74,24 @@ def build(settings: Settings) -> Recovery:
 
     app = FastStream(broker, lifespan=lifespan)
     recovery = Recovery(settings=settings, broker=broker, app=app)
+    edge = Edge("recovery", topics.EVENTS)
+
+    @broker.subscriber(
+        topics.EVENTS,
+        group_id="recovery",
+        ack_policy=AckPolicy.NACK_ON_ERROR,
+        title="recovery-events",
+        description="Every recorded event; drives the barrier and cancellation cascades.",
+        **consumer_options(settings),
+    )
+    async def on_event(msg: KafkaMessage) -> None:
+        raw = msg.raw_message
+        await edge.handle(
+            msg.body, raw.key, EVENT_MESSAGE, _dispatch, offset=(raw.topic, raw.partition, raw.offset)
+        )
+
+    async def _dispatch(event: RecordedEvent) -> None:
+        assert recovery.pool is not None
+        await handlers.on_event(event, recovery.pool)
+
     return recovery

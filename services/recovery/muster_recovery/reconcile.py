@@ -5,9 +5,12 @@ from __future__ import annotations
 
 import logging
 
-from muster_contracts.commands import ProcessSession
+from muster_contracts.commands import ProcessSession, RunExecution
 from muster_runtime import outbox, topics
 from muster_runtime.db import Pool
+
+from muster_recovery.barrier import settle
+from muster_recovery.cascade import stop_execution
 
 log = logging.getLogger("muster.recovery")
 
@@ -52,3 +55,50 @@ async def reconcile_sessions(pool: Pool, *, input_grace_s: float = 3.0) -> int:
     if orphaned or stale:
         log.info("session_recovery_scan orphaned=%d stale_inputs=%d", len(orphaned), len(stale))
     return len(orphaned) + len(stale)
+
+
+ORPHANED_EXECUTIONS = """
+SELECT e.execution_id, e.child_session_id, e.parent_session_id FROM executions e
+WHERE e.status IN ('RUNNING', 'RECOVERING') AND e.started_at < now() - make_interval(secs => $1)
+  AND (e.deadline_at + make_interval(secs => $2)) > now()
+  AND NOT EXISTS (SELECT 1 FROM leases l
+                  WHERE l.resource_id = e.execution_id::text AND l.expires_at > now())
+LIMIT 500
+"""
+
+EXPIRED_EXECUTIONS = """
+SELECT execution_id FROM executions
+WHERE status IN ('RUNNING', 'RECOVERING') AND deadline_at + make_interval(secs => $1) < now()
+LIMIT 500
+"""
+
+UNDELIVERED_PARENTS = """
+SELECT DISTINCT parent_session_id FROM executions
+WHERE delivery_status = 'PENDING' AND status IN ('COMPLETED', 'FAILED', 'CANCELLED')
+LIMIT 500
+"""
+
+
+async def reconcile_executions(pool: Pool, *, grace_s: float, cancel_grace_s: float) -> None:
+    """Re-issue runs nobody holds, fail runs past their absolute deadline, deliver what
+    finished but was never delivered."""
+    async with pool.acquire() as conn, conn.transaction():
+        if not await conn.fetchval("SELECT pg_try_advisory_xact_lock($1)", SCAN_LOCK_KEY + 1):
+            return
+        orphaned = await conn.fetch(ORPHANED_EXECUTIONS, grace_s, cancel_grace_s)
+        for row in orphaned:
+            await outbox.enqueue(conn, topics.DELEGATIONS, str(row["child_session_id"]), RunExecution(
+                execution_id=row["execution_id"], child_session_id=row["child_session_id"],
+                parent_session_id=row["parent_session_id"],
+            ))
+        expired = [r["execution_id"] for r in await conn.fetch(EXPIRED_EXECUTIONS, cancel_grace_s)]
+        parents = [r["parent_session_id"] for r in await conn.fetch(UNDELIVERED_PARENTS)]
+    for execution_id in expired:
+        await stop_execution(pool, execution_id, status="FAILED", error="timed out: the execution passed its deadline")
+    for parent in parents:
+        await settle(pool, parent)
+    if orphaned or expired or parents:
+        log.info(
+            "subagent_recovery_scan executions=%d expired=%d parents=%d",
+            len(orphaned), len(expired), len(parents),
+        )

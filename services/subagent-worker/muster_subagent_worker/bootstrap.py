@@ -1,18 +1,31 @@
-"""Composition root of the subagent worker (executions arrive with the delegation issue)."""
+"""Composition root of the subagent worker, shared by production and tests."""
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 
-from faststream import FastStream
+from faststream import AckPolicy, FastStream
 from faststream.kafka import KafkaBroker
+from faststream.kafka.annotations import KafkaMessage
+from muster_agent.agents import AgentRegistry
+from muster_agent.executions import finish_execution
+from muster_agent.loop import LoopDeps
+from muster_agent.models import build_model
+from muster_agent.runners import Runners
+from muster_contracts.commands import DELEGATION_COMMANDS, CancelExecution, RunExecution
+from muster_runtime import topics
 from muster_runtime.db import create_pool
-from muster_runtime.kafka import publisher, start_producer
+from muster_runtime.edge import Edge
+from muster_runtime.kafka import consumer_options, publisher, start_producer
 from muster_runtime.outbox import OutboxRelay
 from muster_runtime.settings import Settings
+
+from muster_subagent_worker import handlers
+from muster_subagent_worker.handlers import WorkerDeps
 
 
 @dataclass
@@ -20,22 +33,33 @@ class Worker:
     settings: Settings
     broker: KafkaBroker
     app: FastStream
+    edge: Edge
+    deps: WorkerDeps | None = None
     tasks: list[asyncio.Task[None]] = field(default_factory=list)
 
 
 def build(settings: Settings) -> Worker:
-    broker = KafkaBroker(settings.kafka_bootstrap_servers or "localhost:9092")
+    broker = KafkaBroker(settings.kafka_bootstrap_servers or "localhost:9092", log_level=logging.DEBUG)
+    edge = Edge(handlers.CONSUMER, topics.DELEGATIONS)
 
     @contextlib.asynccontextmanager
     async def lifespan() -> AsyncIterator[None]:
-        pool = await create_pool(settings.database_url)
+        pool = await create_pool(settings.database_url, max_size=settings.worker_concurrency + 4)
         producer = await start_producer(settings)
+        edge.producer = producer
+        runners = Runners(pool, settings.instance_id, settings.lease_ttl_s, limit=settings.worker_concurrency)
+        loop = LoopDeps(
+            pool=pool, model=build_model(settings.model), agents=AgentRegistry.load(),
+            workspaces=settings.workspaces_dir, on_close=finish_execution,
+        )
+        worker.deps = WorkerDeps(loop=loop, runners=runners, lease_ttl_s=settings.lease_ttl_s)
         worker.tasks.append(
             asyncio.create_task(OutboxRelay(pool, settings.database_url, publisher(producer)).run())
         )
         try:
             yield
         finally:
+            await runners.stop_all()
             for task in worker.tasks:
                 task.cancel()
             await asyncio.gather(*worker.tasks, return_exceptions=True)
@@ -43,5 +67,28 @@ def build(settings: Settings) -> Worker:
             await pool.close()
 
     app = FastStream(broker, lifespan=lifespan)
-    worker = Worker(settings=settings, broker=broker, app=app)
+    worker = Worker(settings=settings, broker=broker, app=app, edge=edge)
+
+    @broker.subscriber(
+        topics.DELEGATIONS,
+        group_id="subagent-worker",
+        ack_policy=AckPolicy.NACK_ON_ERROR,
+        title="subagent-worker-delegations",
+        description="RunExecution and CancelExecution, keyed by child session.",
+        **consumer_options(settings),
+    )
+    async def on_delegation(msg: KafkaMessage) -> None:
+        raw = msg.raw_message
+        await edge.handle(
+            msg.body, raw.key, DELEGATION_COMMANDS, _dispatch,
+            offset=(raw.topic, raw.partition, raw.offset),
+        )
+
+    async def _dispatch(command: RunExecution | CancelExecution) -> None:
+        assert worker.deps is not None
+        if isinstance(command, CancelExecution):
+            await handlers.cancel_execution(command, worker.deps)
+        else:
+            await handlers.run_execution(command, worker.deps)
+
     return worker

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable, Coroutine
 from typing import Any
 
 import httpx
@@ -15,7 +15,7 @@ from muster_agent.tools import tool_schemas
 
 KEY = "sk-test-SECRET-0123456789abcdef"
 BASE = "http://llm.test/v1"
-Handler = Callable[[httpx.Request], Awaitable[httpx.Response]]
+Handler = Callable[[httpx.Request], Coroutine[Any, Any, httpx.Response]]
 
 
 def completion(message: dict[str, Any], usage: dict[str, int] | None = None) -> dict[str, Any]:

@@ -1,0 +1,164 @@
+"""`delegate` and `delegate_followup` in the parent loop: validate, then create the child
+session, the execution, the child's USER message and the `RunExecution` command in one
+transaction. The step then ends; the barrier (recovery) resumes the parent."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from typing import Any
+from uuid import NAMESPACE_URL, UUID, uuid4, uuid5
+
+from muster_contracts import events as ev
+from muster_contracts.commands import RunExecution
+from muster_runtime import eventstore, outbox, topics
+from muster_runtime.db import Connection, Pool
+
+from muster_agent import session_store as store
+from muster_agent.agents import AgentRegistry, UnknownAgentType
+from muster_agent.session_store import SessionState
+
+NAMESPACE = uuid5(NAMESPACE_URL, "https://muster.dev/executions")
+
+
+def execution_id_for(parent_session_id: UUID, parent_tool_call_id: str) -> UUID:
+    """Deterministic: a replayed parent step can never create a second execution."""
+    return uuid5(NAMESPACE, f"{parent_session_id}:{parent_tool_call_id}")
+
+
+class DelegationRefused(Exception):
+    """Becomes the tool call's error result; nothing is created."""
+
+
+@dataclass(frozen=True)
+class Delegator:
+    pool: Pool
+    agents: AgentRegistry
+    timeout_s: float
+
+    async def __call__(self, state: SessionState, call: dict[str, Any]) -> bool:
+        """Handle one delegation tool call; False when the parent no longer runs here."""
+        try:
+            async with self.pool.acquire() as conn, conn.transaction():
+                row = await store.lock_session(conn, state.session_id)
+                if row is None or row["phase"] not in store.RUNNING_PHASES:
+                    return False
+                if row["message_count"] != state.message_count:
+                    return True  # someone recorded meanwhile: reload and look again
+                if state.session_type == "SUBAGENT":
+                    raise DelegationRefused("subagents cannot delegate")
+                if call["name"] == "delegate":
+                    await self._delegate(conn, state, row, call)
+                else:
+                    await self._followup(conn, state, row, call)
+            return True
+        except DelegationRefused as refused:
+            content = json.dumps({"success": False, "error": str(refused)})
+            return await store.record_if_current(
+                self.pool, state.session_id, state.message_count,
+                lambda seq: [ev.MessageRecorded(
+                    message_id=uuid4(), seq=seq, role="TOOL", content=content, tool_call_id=call["id"]
+                )],
+            )
+
+    def _agent_type(self, value: str) -> str:
+        try:
+            return self.agents.get(value).agent_type
+        except UnknownAgentType:
+            known = ", ".join(self.agents.names())
+            raise DelegationRefused(f"unknown agent type {value!r}; available: {known}") from None
+
+    async def _delegate(self, conn: Connection, state: SessionState, row: Any, call: dict[str, Any]) -> None:
+        agent_type, task = _text(call, "agent_type"), _text(call, "task")
+        if not agent_type.strip() or not task.strip():
+            raise DelegationRefused("delegate requires non-empty 'agent_type' and 'task'")
+        agent_type = self._agent_type(agent_type.strip())
+        execution_id = execution_id_for(state.session_id, call["id"])
+        child_id = uuid5(NAMESPACE, f"child:{execution_id}")
+        task_message_id = uuid5(NAMESPACE, f"task:{execution_id}")
+        await eventstore.append(conn, str(child_id), [
+            ev.SessionCreated(
+                session_id=child_id, user_id=state.user_id, session_type="SUBAGENT",
+                parent_session_id=state.session_id, root_session_id=state.root_session_id,
+                title=task[:80], agent_type=agent_type,
+            ),
+            ev.MessageRecorded(message_id=task_message_id, seq=1, role="USER", content=task),
+            ev.SessionPhaseChanged(phase="RUNNING"),
+        ], expected_version=0)
+        await self._start_execution(
+            conn, state, row, call, execution_id=execution_id, child_id=child_id,
+            agent_type=agent_type, task=task, invocation="DELEGATE", round_=1,
+            start_message_id=task_message_id, announce_child=True,
+        )
+
+    async def _followup(self, conn: Connection, state: SessionState, row: Any, call: dict[str, Any]) -> None:
+        child_ref, task = _text(call, "child_session_id").strip(), _text(call, "task")
+        if not child_ref or not task.strip():
+            raise DelegationRefused("delegate_followup requires non-empty 'child_session_id' and 'task'")
+        child = None
+        try:
+            child = await store.lock_session(conn, UUID(child_ref))
+        except ValueError:
+            pass
+        if child is None or child["user_id"] != state.user_id:
+            raise DelegationRefused(f"session {child_ref} not found")
+        if child["session_type"] != "SUBAGENT":
+            raise DelegationRefused(f"session {child_ref} is not a subagent session")
+        if child["parent_session_id"] != state.session_id:
+            raise DelegationRefused(f"session {child_ref} was not delegated by this session")
+        if child["phase"] in (*store.RUNNING_PHASES, "CANCELLING"):
+            raise DelegationRefused(f"subagent session {child_ref} is still running; wait for its result")
+        agent_type = self._agent_type(child["agent_type"])
+        runs = await conn.fetchval(
+            "SELECT count(*) FROM executions WHERE child_session_id = $1", child["session_id"]
+        )
+        task_message_id = uuid4()
+        await eventstore.append(conn, str(child["session_id"]), [
+            ev.MessageRecorded(
+                message_id=task_message_id, seq=child["message_count"] + 1, role="USER", content=task
+            ),
+            ev.SessionPhaseChanged(phase="RUNNING"),
+        ], expected_version=child["version"])
+        await self._start_execution(
+            conn, state, row, call, execution_id=execution_id_for(state.session_id, call["id"]),
+            child_id=child["session_id"], agent_type=agent_type, task=task,
+            invocation="FOLLOWUP", round_=int(runs) + 1, start_message_id=task_message_id,
+            announce_child=False,
+        )
+
+    async def _start_execution(
+        self, conn: Connection, state: SessionState, row: Any, call: dict[str, Any], *,
+        execution_id: UUID, child_id: UUID, agent_type: str, task: str, invocation: str,
+        round_: int, start_message_id: UUID, announce_child: bool,
+    ) -> None:
+        round_message = next(m for m in reversed(state.messages) if m.role == "ASSISTANT")
+        await eventstore.append(conn, str(execution_id), [ev.ExecutionStarted(
+            execution_id=execution_id, parent_session_id=state.session_id,
+            parent_tool_call_id=call["id"], parent_message_id=round_message.message_id,
+            child_session_id=child_id, user_id=state.user_id, agent_type=agent_type,
+            invocation_type=invocation,  # type: ignore[arg-type]
+            task=task, round=round_, start_message_id=start_message_id,
+            deadline_at=datetime.now(UTC) + timedelta(seconds=self.timeout_s),
+        )], expected_version=0)
+        parent_events: list[ev.DomainEvent] = [
+            ev.ToolCallStarted(message_id=round_message.message_id, tool_call_id=call["id"], name=call["name"])
+        ]
+        if announce_child:
+            parent_events.append(ev.SubagentSessionCreated(
+                child_session_id=child_id, tool_call_id=call["id"], agent_type=agent_type,
+                execution_id=execution_id,
+            ))
+        parent_events.append(ev.ExecutionStatusChanged(
+            execution_id=execution_id, status="RUNNING", delivery_status="PENDING"
+        ))
+        await eventstore.append(conn, str(state.session_id), parent_events, expected_version=row["version"])
+        await outbox.enqueue(conn, topics.DELEGATIONS, str(child_id), RunExecution(
+            execution_id=execution_id, child_session_id=child_id, parent_session_id=state.session_id,
+        ))
+
+
+def _text(call: dict[str, Any], name: str) -> str:
+    # A child's USER message is exactly its task: no trimming, only a type check.
+    value = call["arguments"].get(name)
+    return value if isinstance(value, str) else ""

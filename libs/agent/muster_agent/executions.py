@@ -1,0 +1,67 @@
+"""The worker's side of an execution: record its terminal status, atomically with the
+child's final answer (the loop's close hook)."""
+
+from __future__ import annotations
+
+from uuid import UUID
+
+from muster_contracts import events as ev
+from muster_runtime import eventstore
+from muster_runtime.db import Connection
+
+from muster_agent import session_store as store
+from muster_agent.history import StoredMessage
+from muster_agent.results import account
+from muster_agent.session_store import SessionState
+
+OPEN_STATUSES = ("RUNNING", "RECOVERING")
+
+
+async def finish_execution(
+    conn: Connection, state: SessionState, final: list[ev.DomainEvent], phase: ev.SessionPhaseChanged
+) -> None:
+    execution = await conn.fetchrow(
+        """SELECT * FROM executions WHERE child_session_id = $1 AND status = ANY($2::text[])
+           ORDER BY round DESC LIMIT 1""",
+        state.session_id, list(OPEN_STATUSES),
+    )
+    if execution is None:
+        return
+    messages = list(state.messages)
+    usages = {
+        r["message_id"]: r["usage"]
+        for r in await conn.fetch(
+            "SELECT message_id, usage FROM messages WHERE session_id = $1 AND usage IS NOT NULL",
+            state.session_id,
+        )
+    }
+    answer = next((e for e in final if isinstance(e, ev.MessageRecorded)), None)
+    if answer is not None:
+        messages.append(StoredMessage(
+            answer.message_id, answer.seq, answer.role, answer.content, None, None
+        ))
+        if answer.usage is not None:
+            usages[answer.message_id] = answer.usage.model_dump()
+    start_seq = next((m.seq for m in messages if m.message_id == execution["start_message_id"]), 0)
+    rounds, tool_calls, usage = account(messages, usages, start_seq)
+    completed = phase.phase == "COMPLETED"
+    await eventstore.append(conn, str(execution["execution_id"]), [ev.ExecutionFinished(
+        status="COMPLETED" if completed else "FAILED",
+        result=answer.content if answer is not None else None,
+        error=None if completed else (phase.error or "the subagent failed"),
+        final_message_id=answer.message_id if answer is not None else None,
+        end_message_id=messages[-1].message_id if messages else None,
+        rounds=rounds, tool_calls=tool_calls, usage=usage,
+    )], expected_version=execution["version"])
+    await announce(conn, execution["parent_session_id"], ev.ExecutionStatusChanged(
+        execution_id=execution["execution_id"],
+        status="COMPLETED" if completed else "FAILED",
+        delivery_status="PENDING",
+    ))
+
+
+async def announce(conn: Connection, parent_session_id: UUID, event: ev.DomainEvent) -> None:
+    """Append a notice to the parent's stream under its row lock (any phase)."""
+    parent = await store.lock_session(conn, parent_session_id)
+    if parent is not None:
+        await eventstore.append(conn, str(parent_session_id), [event], expected_version=parent["version"])

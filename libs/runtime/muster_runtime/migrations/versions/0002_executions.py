@@ -1,0 +1,67 @@
+"""Executions (subagent runs) and per-message model usage.
+
+Revision ID: 0002
+Revises: 0001
+"""
+
+from alembic import op
+
+revision = "0002"
+down_revision = "0001"
+
+UPGRADE = """
+ALTER TABLE messages ADD COLUMN usage JSONB;
+
+CREATE TABLE executions (
+    execution_id        UUID PRIMARY KEY,
+    parent_session_id   UUID NOT NULL,
+    parent_tool_call_id TEXT,
+    parent_message_id   UUID,
+    child_session_id    UUID NOT NULL,
+    user_id             TEXT NOT NULL,
+    agent_type          TEXT NOT NULL,
+    invocation_type     TEXT NOT NULL,
+    task                TEXT NOT NULL,
+    round               INTEGER NOT NULL,
+    status              TEXT NOT NULL,
+    delivery_status     TEXT NOT NULL,
+    result              TEXT,
+    error               TEXT,
+    start_message_id    UUID,
+    end_message_id      UUID,
+    final_message_id    UUID,
+    tool_message_id     UUID,
+    rounds              INTEGER NOT NULL DEFAULT 0,
+    tool_calls          INTEGER NOT NULL DEFAULT 0,
+    usage               JSONB NOT NULL DEFAULT '{}'::jsonb,
+    started_at          TIMESTAMPTZ NOT NULL,
+    ended_at            TIMESTAMPTZ,
+    deadline_at         TIMESTAMPTZ NOT NULL,
+    version             INTEGER NOT NULL,
+    CONSTRAINT executions_parent_call_key UNIQUE (parent_session_id, parent_tool_call_id)
+);
+CREATE INDEX executions_child ON executions (child_session_id, round);
+CREATE INDEX executions_open ON executions (status) WHERE status IN ('RUNNING', 'RECOVERING');
+CREATE INDEX executions_undelivered ON executions (parent_session_id)
+    WHERE delivery_status = 'PENDING'
+"""
+
+DOWNGRADE = """
+DROP TABLE executions;
+ALTER TABLE messages DROP COLUMN usage
+"""
+
+
+def _statements(script: str) -> list[str]:
+    # asyncpg prepares each statement, so a script must be sent one statement at a time.
+    return [part.strip() for part in script.split(";\n") if part.strip()]
+
+
+def upgrade() -> None:
+    for statement in _statements(UPGRADE):
+        op.execute(statement)
+
+
+def downgrade() -> None:
+    for statement in _statements(DOWNGRADE):
+        op.execute(statement)

@@ -1,0 +1,31 @@
+"""What the edges (ws.py, rest.py) need at request time, built by the lifespan."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import cast
+
+from muster_runtime.db import Pool
+from muster_runtime.settings import Settings
+from starlette.applications import Starlette
+
+from muster_gateway.auth import Authenticator
+from muster_gateway.errors import GatewayError
+from muster_gateway.fanout import Hub
+from muster_gateway.metrics import Metrics
+
+
+@dataclass(frozen=True)
+class Gateway:
+    settings: Settings
+    auth: Authenticator
+    metrics: Metrics
+    pool: Pool
+    hub: Hub
+
+
+def gateway_of(app: Starlette) -> Gateway:
+    found = getattr(app.state, "gateway", None)
+    if found is None:  # only between process start and the end of the lifespan's startup
+        raise GatewayError("internal", "gateway is starting")
+    return cast(Gateway, found)

@@ -1,0 +1,171 @@
+"""Live subscriptions: Kafka rings the doorbell, the event store delivers.
+
+A `muster.events` record only says "stream S moved". For a session with subscribers on this
+instance the hub reads `events` past the lowest subscriber cursor and hands each subscriber
+the rows past its own cursor, in stream order. Because every delivery comes from the log of
+record and every cursor only advances over rows it was handed, a subscriber sees no gap and
+no duplicate, whatever Kafka does (late, duplicated, lost, or replayed from the start).
+
+Cursors are `(position, stream_version)`: clients speak positions, but the hub queries by
+version, which the `(stream_id, stream_version)` unique index serves directly. Within one
+stream both grow together: version v+1 is written only after v committed.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any, Protocol
+
+from muster_gateway.frames import event_frame
+
+log = logging.getLogger("muster.gateway.fanout")
+
+
+@dataclass
+class Cursor:
+    position: int  # last position handed to the subscriber (or the one it said it has)
+    version: int  # the stream version of that position
+
+
+@dataclass(frozen=True)
+class EventRow:
+    position: int
+    version: int
+    recorded_at: datetime
+    type: str
+    schema_version: int
+    payload: dict[str, Any]
+
+
+# (session id, after version, limit) → rows with a greater version, ascending
+Fetch = Callable[[str, int, int], Awaitable[Sequence[EventRow]]]
+
+
+class Sink(Protocol):
+    def push(self, frame: dict[str, Any]) -> bool:
+        """Queue a frame for the client; False when the client is gone or too far behind."""
+        ...
+
+
+class Hub:
+    def __init__(
+        self, fetch: Fetch, *, batch: int = 500, poll_interval_s: float = 5.0,
+        on_pushed: Callable[[int], None] = lambda count: None,
+    ) -> None:
+        self._fetch = fetch
+        self._batch = batch
+        self._poll_interval_s = poll_interval_s
+        self._on_pushed = on_pushed
+        self._subs: dict[str, dict[Sink, Cursor]] = {}
+        self._pumps: dict[str, asyncio.Task[None]] = {}
+        self._dirty: set[str] = set()
+
+    def is_subscribed(self, sink: Sink, session_id: str) -> bool:
+        return sink in self._subs.get(session_id, {})
+
+    def subscription_count(self) -> int:
+        return sum(len(subs) for subs in self._subs.values())
+
+    def subscribe(self, sink: Sink, session_id: str, cursor: Cursor) -> None:
+        """Start delivering events past `cursor`. Already subscribed: keep the old cursor, so
+        a second subscribe neither repeats events nor skips ones still on their way."""
+        self._subs.setdefault(session_id, {}).setdefault(sink, cursor)
+        self.ring(session_id)  # catch up from the store right away, not at the next event
+
+    def unsubscribe(self, sink: Sink, session_id: str) -> None:
+        subs = self._subs.get(session_id)
+        if subs is not None:
+            subs.pop(sink, None)
+            if not subs:
+                del self._subs[session_id]
+
+    def drop(self, sink: Sink) -> None:
+        for session_id in [sid for sid, subs in self._subs.items() if sink in subs]:
+            self.unsubscribe(sink, session_id)
+
+    def ring(self, session_id: str) -> None:
+        """Session `session_id` may have new events. Cheap for sessions nobody watches here;
+        coalesced for those that are watched: one fetch in flight, re-run if rung again."""
+        if session_id not in self._subs:
+            return
+        self._dirty.add(session_id)
+        if session_id not in self._pumps:
+            self._pumps[session_id] = asyncio.create_task(self._pump(session_id))
+
+    async def _pump(self, session_id: str) -> None:
+        try:
+            while session_id in self._dirty:
+                self._dirty.discard(session_id)
+                await self._deliver(session_id)
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:
+            # The poller rings every watched session again, so a failed read is retried.
+            self._dirty.discard(session_id)
+            log.warning("fanout_fetch_failed session_id=%s error=%s", session_id,
+                        type(exc).__name__)
+        finally:
+            self._pumps.pop(session_id, None)
+
+    async def _deliver(self, session_id: str) -> None:
+        while True:
+            subs = self._subs.get(session_id)
+            if not subs:
+                return
+            low = min(cursor.version for cursor in subs.values())
+            rows = await self._fetch(session_id, low, self._batch)
+            # Only subscribers present before the read, at or past `low`, can take these
+            # rows without a gap; one that joined meanwhile further back rang us again.
+            eligible = [
+                (sink, cursor) for sink, cursor in self._subs.get(session_id, {}).items()
+                if cursor.version >= low
+            ]
+            for row in rows:
+                self._hand_out(session_id, row, eligible)
+            if len(rows) < self._batch:
+                return
+
+    def _hand_out(
+        self, session_id: str, row: EventRow, eligible: list[tuple[Sink, Cursor]]
+    ) -> None:
+        frame: dict[str, Any] | None = None
+        rendered = False
+        pushed = 0
+        for sink, cursor in eligible:
+            if row.version <= cursor.version or not self.is_subscribed(sink, session_id):
+                continue
+            if not rendered:
+                frame, rendered = self._render(session_id, row), True
+            if frame is not None:
+                if not sink.push(frame):
+                    self.drop(sink)
+                    continue
+                pushed += 1
+            # Skipped (unknown) event types advance the cursor too: they are "delivered".
+            cursor.position, cursor.version = row.position, row.version
+        if pushed:
+            self._on_pushed(pushed)
+
+    @staticmethod
+    def _render(session_id: str, row: EventRow) -> dict[str, Any] | None:
+        return event_frame(
+            session_id, row.position, row.recorded_at, row.type, row.schema_version, row.payload
+        )
+
+    async def run_poller(self) -> None:
+        """Safety net for lost doorbells (the local broker keeps messages in memory)."""
+        while True:
+            await asyncio.sleep(self._poll_interval_s)
+            for session_id in list(self._subs):
+                self.ring(session_id)
+
+    async def close(self) -> None:
+        pumps = list(self._pumps.values())
+        for task in pumps:
+            task.cancel()
+        await asyncio.gather(*pumps, return_exceptions=True)
+        self._subs.clear()

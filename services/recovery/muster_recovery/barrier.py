@@ -1,0 +1,113 @@
+"""The barrier: once every tool call of a parent's round has a result or a terminal
+execution, record the executions' TOOL results in tool-call order, mark them DELIVERED and
+resume the parent — one transaction, so it happens exactly once. A parent that no longer
+runs (cancelled, ended) gets SUPPRESSED instead and is not resumed."""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+from uuid import UUID, uuid4
+
+from muster_agent import session_store as store
+from muster_agent.history import pending_tool_calls
+from muster_agent.results import execution_result
+from muster_contracts import events as ev
+from muster_contracts.commands import ResumeSession
+from muster_runtime import eventstore, outbox, topics
+from muster_runtime.db import Connection, Pool
+
+log = logging.getLogger("muster.recovery")
+
+TERMINAL = ("COMPLETED", "FAILED", "CANCELLED")
+
+
+async def has_undelivered(pool: Pool, parent_session_id: UUID) -> bool:
+    """Cheap filter before taking the parent's row lock (the decision re-reads under it)."""
+    return bool(await pool.fetchval(
+        "SELECT true FROM executions WHERE parent_session_id = $1 AND delivery_status = 'PENDING' LIMIT 1",
+        parent_session_id,
+    ))
+
+
+async def settle(pool: Pool, parent_session_id: UUID) -> int:
+    """Deliver or suppress what is due for this parent; returns how many were settled."""
+    async with pool.acquire() as conn, conn.transaction():
+        parent = await store.lock_session(conn, parent_session_id)
+        if parent is None:
+            return 0
+        undelivered = await conn.fetch(
+            """SELECT * FROM executions WHERE parent_session_id = $1 AND delivery_status = 'PENDING'
+               ORDER BY started_at FOR UPDATE""",
+            parent_session_id,
+        )
+        if not undelivered:
+            return 0
+        if parent["phase"] not in store.RUNNING_PHASES:
+            return await _suppress(conn, parent, [e for e in undelivered if e["status"] in TERMINAL])
+        state = await store.load_state(conn, parent_session_id)
+        assert state is not None
+        pending = pending_tool_calls(state.messages)
+        by_call = {e["parent_tool_call_id"]: e for e in undelivered}
+        # Executions of an earlier round whose calls were answered otherwise (interrupted):
+        # their result can no longer reach the model.
+        stale = [e for e in undelivered if e["parent_tool_call_id"] not in {c["id"] for c in pending}]
+        settled = await _suppress(conn, parent, [e for e in stale if e["status"] in TERMINAL])
+        if not pending or any(call["id"] not in by_call for call in pending):
+            return settled  # a local tool of this round is still running
+        waiting = [by_call[c["id"]] for c in pending if by_call[c["id"]]["status"] not in TERMINAL]
+        if waiting:
+            log.info("parent_recovery_wait parent=%s open_executions=%d", parent_session_id, len(waiting))
+            return settled
+        return settled + await _deliver(conn, parent, [by_call[c["id"]] for c in pending])
+
+
+async def _deliver(conn: Connection, parent: Any, executions: list[Any]) -> int:
+    parent_id = parent["session_id"]
+    seq = parent["message_count"]
+    parent_events: list[ev.DomainEvent] = []
+    for execution in executions:
+        seq += 1
+        tool_message_id = uuid4()
+        parent_events.append(ev.MessageRecorded(
+            message_id=tool_message_id, seq=seq, role="TOOL",
+            content=execution_result(execution), tool_call_id=execution["parent_tool_call_id"],
+        ))
+        parent_events.append(ev.ExecutionStatusChanged(
+            execution_id=execution["execution_id"], status=execution["status"], delivery_status="DELIVERED",
+        ))
+        await eventstore.append(conn, str(execution["execution_id"]), [
+            ev.ExecutionDelivered(delivery_status="DELIVERED", tool_message_id=tool_message_id)
+        ], expected_version=execution["version"])
+    # Under the parent's row lock every writer of its stream is serialised, so the current
+    # version is the one to extend (a suppression may have moved it in this transaction).
+    current = await eventstore.current_version(conn, str(parent_id))
+    await eventstore.append(conn, str(parent_id), parent_events, expected_version=current)
+    await outbox.enqueue(conn, topics.COMMANDS, str(parent_id), ResumeSession(session_id=parent_id))
+    for execution in executions:
+        log.info(
+            "subagent_result_delivered execution=%s parent=%s status=%s",
+            execution["execution_id"], parent_id, execution["status"],
+        )
+    log.info("parent_recovery_start parent=%s results=%d", parent_id, len(executions))
+    return len(executions)
+
+
+async def _suppress(conn: Connection, parent: Any, executions: list[Any]) -> int:
+    if not executions:
+        return 0
+    notices: list[ev.DomainEvent] = []
+    for execution in executions:
+        await eventstore.append(conn, str(execution["execution_id"]), [
+            ev.ExecutionDelivered(delivery_status="SUPPRESSED")
+        ], expected_version=execution["version"])
+        notices.append(ev.ExecutionStatusChanged(
+            execution_id=execution["execution_id"], status=execution["status"], delivery_status="SUPPRESSED",
+        ))
+        log.info(
+            "subagent_result_delivery_skipped execution=%s parent=%s reason=parent_%s",
+            execution["execution_id"], parent["session_id"], (parent["phase"] or "idle").lower(),
+        )
+    current = await eventstore.current_version(conn, str(parent["session_id"]))
+    await eventstore.append(conn, str(parent["session_id"]), notices, expected_version=current)
+    return len(executions)
