@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
@@ -43,7 +43,7 @@ def openai_tool_calls(calls: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]
 
 def message_data(
     message_id: Any, seq: int, role: str, content: str,
-    tool_calls: list[Mapping[str, Any]] | None, tool_call_id: str | None,
+    tool_calls: Sequence[Mapping[str, Any]] | None, tool_call_id: str | None,
 ) -> dict[str, Any]:
     data: dict[str, Any] = {
         "messageId": str(message_id), "seq": seq, "role": role, "content": content,

@@ -175,6 +175,6 @@ def event_fetcher(pool: Pool) -> Fetch:
 
 async def healthy(pool: Pool) -> bool:
     try:
-        return await pool.fetchval("SELECT 1", timeout=2.0) == 1
+        return bool(await pool.fetchval("SELECT 1", timeout=2.0) == 1)
     except Exception:
         return False

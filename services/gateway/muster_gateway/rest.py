@@ -133,6 +133,6 @@ def install_error_handlers(app: FastAPI) -> None:
 
 
 def _count(request: Request, code: str) -> None:
-    found = getattr(request.app.state, "gateway", None)
-    if found is not None:
-        found.metrics.errors.labels(code).inc()
+    metrics = getattr(request.app.state, "metrics", None)
+    if metrics is not None:
+        metrics.errors.labels(code).inc()

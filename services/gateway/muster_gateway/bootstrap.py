@@ -1,0 +1,151 @@
+"""Composition root: wires settings, tokens, the pool, Kafka and the edges into an app.
+
+Nothing connects at import or in `build_app`; the lifespan opens every resource when the
+server starts and closes them, newest first, when it stops.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
+from contextlib import AsyncExitStack, asynccontextmanager
+from typing import Any
+
+from fastapi import FastAPI, Request
+from fastapi.responses import JSONResponse, Response
+from faststream import AckPolicy
+from faststream.kafka import KafkaBroker
+from faststream.kafka.annotations import KafkaMessage
+from muster_contracts.commands import CancelSession, ProcessSession
+from muster_contracts.published import RecordedEvent
+from muster_runtime import topics
+from muster_runtime.db import Pool, create_pool
+from muster_runtime.kafka import consumer_options, publisher, start_producer
+from muster_runtime.outbox import OutboxRelay
+from muster_runtime.settings import Settings
+from pydantic import ValidationError
+
+from muster_gateway import queries, rest, ws
+from muster_gateway.auth import Authenticator
+from muster_gateway.context import Gateway
+from muster_gateway.fanout import Hub
+from muster_gateway.metrics import Metrics
+
+log = logging.getLogger("muster.gateway")
+LIVE_EVENTS = "gateway-live-events"  # the subscriber's AsyncAPI title
+
+
+def build_broker(settings: Settings, ring: Callable[[str], None]) -> KafkaBroker:
+    """The live-event consumer. Its own group per instance: every gateway must see every
+    event, since any of them may hold a subscriber of any session."""
+    broker = KafkaBroker(settings.kafka_bootstrap_servers or "localhost")
+
+    # `**consumer_options` makes mypy fall back to an untyped overload of `subscriber`.
+    @broker.subscriber(  # type: ignore[untyped-decorator]
+        topics.EVENTS, group_id=f"gateway-{settings.instance_id}", ack_policy=AckPolicy.ACK,
+        title=LIVE_EVENTS,
+        description="Doorbell for WebSocket subscribers: each record names a session stream "
+        "that moved; the gateway then reads the new events from the event store.",
+        **consumer_options(settings),
+    )
+    async def on_event(msg: KafkaMessage) -> None:
+        try:
+            event = RecordedEvent.model_validate_json(msg.body)
+        except ValidationError as exc:
+            # Bad input must not stop the consumer: skip it (nothing here to repair).
+            log.warning("live_event_invalid errors=%d", exc.error_count())
+            return
+        ring(event.stream_id)
+
+    # Documentation only (AsyncAPI): the gateway's commands reach Kafka through the outbox.
+    broker.publisher(topics.COMMANDS, title="gateway-commands", schema=ProcessSession,
+                     description="ProcessSession after a user message is accepted.")
+    broker.publisher(topics.COMMANDS, title="gateway-cancel", schema=CancelSession,
+                     description="CancelSession when a running turn is cancelled.")
+    return broker
+
+
+async def _supervise(name: str, run: Callable[[], Awaitable[Any]]) -> None:
+    """Keep a background loop alive across transient failures (database restarts…)."""
+    delay = 0.5
+    while True:
+        try:
+            await run()
+            delay = 0.5
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:
+            log.warning("background_task_failed task=%s error=%s retry_in_s=%.1f",
+                        name, type(exc).__name__, delay)
+            await asyncio.sleep(delay)
+            delay = min(delay * 2, 10.0)
+
+
+async def _cancel(task: asyncio.Task[None]) -> None:
+    task.cancel()
+    await asyncio.gather(task, return_exceptions=True)
+
+
+async def _close_pool(pool: Pool) -> None:
+    try:
+        await asyncio.wait_for(pool.close(), timeout=5.0)
+    except TimeoutError:
+        pool.terminate()
+
+
+def build_app(settings: Settings, *, tokens: Mapping[str, str], kafka: bool = True) -> FastAPI:
+    """`kafka=False` (tests) runs without producer, relay and consumer: live delivery then
+    relies on the hub's poller and subscribe-time catch-up, and the outbox is not drained."""
+    auth = Authenticator(tokens)
+    metrics = Metrics()
+
+    @asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        async with AsyncExitStack() as stack:
+            pool = await create_pool(settings.database_url)
+            stack.push_async_callback(_close_pool, pool)
+            hub = Hub(queries.event_fetcher(pool), on_pushed=metrics.events_pushed.inc,
+                      poll_interval_s=5.0 if kafka else 0.2)
+            stack.push_async_callback(hub.close)
+            metrics.subscriptions.set_function(hub.subscription_count)
+
+            def background(name: str, run: Callable[[], Awaitable[Any]]) -> None:
+                task = asyncio.create_task(_supervise(name, run), name=name)
+                stack.push_async_callback(_cancel, task)
+
+            if kafka:
+                producer = await start_producer(settings)
+                stack.push_async_callback(producer.stop)
+                relay = OutboxRelay(pool, settings.database_url, publisher(producer))
+                background("outbox-relay", relay.run)
+                broker = build_broker(settings, hub.ring)
+                await broker.start()
+                stack.push_async_callback(broker.stop)
+            background("fanout-poller", hub.run_poller)
+            app.state.gateway = Gateway(settings, auth, metrics, pool, hub)
+            log.info("gateway_started instance_id=%s kafka=%s", settings.instance_id, kafka)
+            try:
+                yield
+            finally:
+                app.state.gateway = None
+                log.info("gateway_stopping instance_id=%s", settings.instance_id)
+
+    app = FastAPI(title="muster gateway", version="0.1.0", lifespan=lifespan)
+    app.state.metrics = metrics
+    app.state.gateway = None
+    app.include_router(rest.router)
+    app.include_router(ws.router)
+    rest.install_error_handlers(app)
+
+    @app.get("/metrics", include_in_schema=False)
+    async def prometheus() -> Response:
+        return Response(metrics.render(), media_type=metrics.content_type)
+
+    @app.get("/asyncapi.json", include_in_schema=False)
+    async def asyncapi(request: Request) -> JSONResponse:
+        from muster_gateway.asyncapi import asyncapi_schema
+
+        return JSONResponse(asyncapi_schema())
+
+    return app

@@ -1,0 +1,180 @@
+"""`GET /v1/ws`: the client protocol of §7.
+
+Auth failure: the handshake is accepted, then `error unauthorized` is sent and the socket is
+closed with 4401, so browser clients (which cannot read a rejected handshake's status) learn
+why. Frames of a socket are handled one at a time, in arrival order (messages queue in the
+order sent); everything a socket receives goes through one ordered queue, so an `ack`
+always precedes the events of the subscription it acknowledges.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import time
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from fastapi import APIRouter, WebSocket
+from starlette.websockets import WebSocketDisconnect
+
+from muster_gateway import commands, queries
+from muster_gateway.auth import bearer_token
+from muster_gateway.context import Gateway, gateway_of
+from muster_gateway.errors import GatewayError, ws_frame
+from muster_gateway.fanout import Cursor
+from muster_gateway.protocol import Frame, FrameError, parse_frame
+
+log = logging.getLogger("muster.gateway.ws")
+router = APIRouter()
+
+MAX_PENDING = 10_000  # frames queued for one client before it counts as too slow
+CLOSE_UNAUTHORIZED = 4401
+CLOSE_TOO_SLOW = 1013  # "try again later": reconnect and resubscribe with afterPosition
+
+
+class Client:
+    """One socket's outgoing side; the hub's `Sink`."""
+
+    def __init__(self, ws: WebSocket, user_id: str) -> None:
+        self.ws = ws
+        self.user_id = user_id
+        self._queue: asyncio.Queue[dict[str, Any] | None] = asyncio.Queue()
+        self._open = True
+
+    def push(self, frame: dict[str, Any]) -> bool:
+        if not self._open:
+            return False
+        if self._queue.qsize() >= MAX_PENDING:
+            # Dropping a frame would leave a gap; better to make the client resubscribe.
+            self._open = False
+            self._queue.put_nowait(None)
+            return False
+        self._queue.put_nowait(frame)
+        return True
+
+    def reply(self, frame_type: str, frame_id: Any, data: dict[str, Any] | None) -> None:
+        frame: dict[str, Any] = {"type": frame_type}
+        if frame_id is not None:
+            frame["id"] = frame_id
+        if data is not None:
+            frame["data"] = data
+        self.push(frame)
+
+    async def write(self) -> None:
+        while (frame := await self._queue.get()) is not None:
+            await self.ws.send_text(json.dumps(frame, separators=(",", ":")))
+        await self.ws.close(CLOSE_TOO_SLOW, "client too slow; resubscribe with afterPosition")
+
+
+Handler = Callable[[Gateway, Client, Frame], Awaitable[None]]
+
+
+async def _create_session(gw: Gateway, client: Client, frame: Frame) -> None:
+    ack = await commands.create_session(
+        gw.pool, client.user_id, frame.data, gw.settings.workspaces_dir
+    )
+    client.reply("ack", frame.id, ack)
+    gw.hub.subscribe(client, ack["sessionId"], Cursor(0, 0))  # all of its events, in order
+
+
+async def _send_message(gw: Gateway, client: Client, frame: Frame) -> None:
+    assert frame.session_id is not None
+    ack = await commands.send_message(gw.pool, client.user_id, frame.session_id, frame.data)
+    client.reply("ack", frame.id, ack)
+
+
+async def _cancel(gw: Gateway, client: Client, frame: Frame) -> None:
+    assert frame.session_id is not None
+    client.reply("ack", frame.id, await commands.cancel(gw.pool, client.user_id,
+                                                        frame.session_id))
+
+
+async def _subscribe(gw: Gateway, client: Client, frame: Frame) -> None:
+    assert frame.session_id is not None
+    session_id = str(queries.parse_session_id(frame.session_id))
+    if gw.hub.is_subscribed(client, session_id):
+        client.reply("ack", frame.id, {})
+        return
+    session_id, cursor = await queries.subscription_cursor(
+        gw.pool, client.user_id, frame.session_id, frame.data.afterPosition
+    )
+    client.reply("ack", frame.id, {"position": cursor.position})
+    gw.hub.subscribe(client, session_id, cursor)
+
+
+async def _unsubscribe(gw: Gateway, client: Client, frame: Frame) -> None:
+    assert frame.session_id is not None
+    session_id = str(queries.parse_session_id(frame.session_id))
+    if not gw.hub.is_subscribed(client, session_id):
+        await queries.owned(gw.pool, client.user_id, session_id)  # foreign → not_found
+    gw.hub.unsubscribe(client, session_id)
+    client.reply("ack", frame.id, {})
+
+
+async def _ping(gw: Gateway, client: Client, frame: Frame) -> None:
+    client.reply("pong", frame.id, None)
+
+
+HANDLERS: dict[str, Handler] = {
+    "create_session": _create_session,
+    "send_message": _send_message,
+    "cancel": _cancel,
+    "subscribe": _subscribe,
+    "unsubscribe": _unsubscribe,
+    "ping": _ping,
+}
+
+
+async def _serve(gw: Gateway, client: Client, raw: str | bytes) -> None:
+    started = time.perf_counter()
+    frame_type, frame_id = "invalid", None
+    try:
+        frame = parse_frame(raw)
+        frame_type, frame_id = frame.type, frame.id
+        gw.metrics.frame(frame_type)
+        await HANDLERS[frame.type](gw, client, frame)
+    except (FrameError, GatewayError) as exc:
+        if isinstance(exc, FrameError):
+            gw.metrics.frame("invalid")
+            frame_id = exc.frame_id
+        gw.metrics.errors.labels(exc.code).inc()
+        client.push(ws_frame(exc.code, exc.message, frame_id))
+    except Exception as exc:
+        log.error("ws_frame_failed type=%s error=%s", frame_type, type(exc).__name__,
+                  exc_info=exc)
+        gw.metrics.errors.labels("internal").inc()
+        client.push(ws_frame("internal", "internal error", frame_id))
+    finally:
+        gw.metrics.command_seconds.labels(frame_type).observe(time.perf_counter() - started)
+
+
+@router.websocket("/v1/ws")
+async def websocket(ws: WebSocket) -> None:
+    gw = gateway_of(ws.app)
+    token = ws.query_params.get("token") or bearer_token(ws.headers.get("authorization"))
+    user_id = gw.auth.user_for(token)
+    await ws.accept()
+    if user_id is None:
+        gw.metrics.errors.labels("unauthorized").inc()
+        await ws.send_text(json.dumps(ws_frame("unauthorized", "missing or invalid token")))
+        await ws.close(CLOSE_UNAUTHORIZED, "unauthorized")
+        return
+    client = Client(ws, user_id)
+    writer = asyncio.create_task(client.write())
+    gw.metrics.connections.inc()
+    try:
+        while True:
+            message = await ws.receive()
+            if message["type"] == "websocket.disconnect":
+                break
+            text, data = message.get("text"), message.get("bytes")
+            await _serve(gw, client, text if text is not None else data or b"")
+    except WebSocketDisconnect:
+        pass
+    finally:
+        gw.hub.drop(client)
+        gw.metrics.connections.dec()
+        writer.cancel()
+        await asyncio.gather(writer, return_exceptions=True)

@@ -1,0 +1,43 @@
+from __future__ import annotations
+
+from typing import Any, Literal
+from uuid import UUID
+
+import pytest
+from muster_contracts import upcasting
+from muster_contracts.events import EVENT_TYPES, DomainEvent, SessionPhaseChanged
+
+
+def test_current_version_loads_as_is() -> None:
+    event = upcasting.load_event("SessionPhaseChanged", 1, {"phase": "RUNNING", "error": None})
+    assert event == SessionPhaseChanged(phase="RUNNING")
+
+
+class _StatusChanged(DomainEvent):
+    """Stands for an event at version 3 whose v1 called its field `state`."""
+
+    type: Literal["StatusChanged"] = "StatusChanged"
+    schema_version: int = 3
+    phase: str
+    error: str | None
+
+
+def test_older_versions_are_upcast_step_by_step(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setitem(EVENT_TYPES, "StatusChanged", _StatusChanged)
+
+    def v1_to_v2(payload: dict[str, Any]) -> dict[str, Any]:
+        return {"phase": payload["state"], "error": None}
+
+    def v2_to_v3(payload: dict[str, Any]) -> dict[str, Any]:
+        return {**payload, "error": payload["error"] or "none recorded"}
+
+    monkeypatch.setitem(upcasting.UPCASTERS, ("StatusChanged", 1), v1_to_v2)
+    monkeypatch.setitem(upcasting.UPCASTERS, ("StatusChanged", 2), v2_to_v3)
+    event = upcasting.load_event("StatusChanged", 1, {"state": "FAILED"})
+    assert isinstance(event, _StatusChanged)
+    assert (event.phase, event.error, event.schema_version) == ("FAILED", "none recorded", 3)
+
+
+def test_unknown_type_is_refused() -> None:
+    with pytest.raises(upcasting.UnknownEventType):
+        upcasting.load_event("NoSuchEvent", 1, {"id": str(UUID(int=1))})
