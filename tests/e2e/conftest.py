@@ -21,6 +21,10 @@ from pathlib import Path
 import psutil
 import pytest
 
+# Per-test clients (alice, bob, alice_rest, bob_rest) live in clients.py; importing them
+# here registers them as fixtures for every e2e test module.
+from .clients import alice, alice_rest, bob, bob_rest  # noqa: F401
+
 ROOT = Path(__file__).resolve().parents[2]
 MUSTER = ROOT / ".venv" / "bin" / "muster"
 READY_KEYS = ("gateway", "kafka", "token", "database")

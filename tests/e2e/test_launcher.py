@@ -5,7 +5,6 @@ from __future__ import annotations
 import os
 import signal
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 import asyncpg
 import httpx
@@ -15,8 +14,7 @@ from aiokafka.admin import AIOKafkaAdminClient
 from muster_launcher.tokens import parse_tokens_file
 from muster_runtime.topics import partitions
 
-if TYPE_CHECKING:  # conftest is not importable as a module name shared by all test dirs
-    from conftest import Launch, Launcher
+from .conftest import Launch, Launcher
 
 pytestmark = pytest.mark.e2e
 

@@ -3,7 +3,7 @@ child's final answer (the loop's close hook)."""
 
 from __future__ import annotations
 
-from uuid import UUID
+from typing import Any
 
 from muster_contracts import events as ev
 from muster_runtime import eventstore
@@ -45,6 +45,8 @@ async def finish_execution(
     start_seq = next((m.seq for m in messages if m.message_id == execution["start_message_id"]), 0)
     rounds, tool_calls, usage = account(messages, usages, start_seq)
     completed = phase.phase == "COMPLETED"
+    # Lock order everywhere: child session, parent session, then the execution.
+    parent = await store.lock_session(conn, execution["parent_session_id"])
     await eventstore.append(conn, str(execution["execution_id"]), [ev.ExecutionFinished(
         status="COMPLETED" if completed else "FAILED",
         result=answer.content if answer is not None else None,
@@ -53,15 +55,14 @@ async def finish_execution(
         end_message_id=messages[-1].message_id if messages else None,
         rounds=rounds, tool_calls=tool_calls, usage=usage,
     )], expected_version=execution["version"])
-    await announce(conn, execution["parent_session_id"], ev.ExecutionStatusChanged(
+    await announce(conn, parent, ev.ExecutionStatusChanged(
         execution_id=execution["execution_id"],
         status="COMPLETED" if completed else "FAILED",
         delivery_status="PENDING",
     ))
 
 
-async def announce(conn: Connection, parent_session_id: UUID, event: ev.DomainEvent) -> None:
-    """Append a notice to the parent's stream under its row lock (any phase)."""
-    parent = await store.lock_session(conn, parent_session_id)
+async def announce(conn: Connection, parent: Any, event: ev.DomainEvent) -> None:
+    """Append a notice to the parent's stream; the caller holds the parent's row lock."""
     if parent is not None:
-        await eventstore.append(conn, str(parent_session_id), [event], expected_version=parent["version"])
+        await eventstore.append(conn, str(parent["session_id"]), [event], expected_version=parent["version"])

@@ -11,9 +11,12 @@ from typing import Any
 from urllib.parse import quote, urlsplit, urlunsplit
 
 from websockets.asyncio.client import ClientConnection, connect
+from websockets.exceptions import WebSocketException
 
 TERMINAL = {"COMPLETED": 0, "FAILED": 1, "CANCELLED": 1}
 _MAX_SHOWN = 2000
+# Events that only repeat what a `message` event shows anyway.
+_ECHOES = {"message_queued", "tool_call_started"}
 
 
 def ws_url(base: str, token: str) -> str:
@@ -41,6 +44,10 @@ def render(event: dict[str, Any]) -> list[str]:
             fn = call.get("function", {})
             lines.append(f"  -> {fn.get('name')}({_short(fn.get('arguments', ''))})")
         return lines
+    if kind in _ECHOES:
+        return []
+    if kind == "session_created":
+        return [f"-- session created ({data.get('agentType')})"]
     if kind == "session_status":
         return [f"-- {data.get('phase')}"]
     if kind == "subagent_session_created":
@@ -134,6 +141,6 @@ def run_chat(base_url: str, token: str, message: str, session: str | None, timeo
     except TimeoutError:
         print(f"error: no end of turn within {timeout:g}s", file=sys.stderr)
         return 3
-    except (OSError, RuntimeError) as exc:
+    except (OSError, RuntimeError, WebSocketException) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2

@@ -13,9 +13,7 @@ from .tokens import default_client_token
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="muster")
     commands = parser.add_subparsers(dest="command", required=True)
-    run = commands.add_parser(
-        "run", help="start PostgreSQL, the broker and the services; stop with Ctrl-C"
-    )
+    run = commands.add_parser("run", help="start PostgreSQL, the broker and the services; stop with Ctrl-C")
     run.add_argument(
         "--no-wait-gateway",
         action="store_true",

@@ -9,6 +9,7 @@ import logging
 import os
 import signal
 import sys
+import time
 from collections.abc import Awaitable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -75,8 +76,9 @@ async def _start_all(
 
         infra.append(ensure_topics(bootstrap))
     await _all(infra)
-    log("migrating the database")
+    started = time.monotonic()
     await migrate(database_url)
+    log(f"database migrated in {time.monotonic() - started:.1f}s")
     env = service_env(
         environ,
         database_url=database_url,
@@ -86,9 +88,7 @@ async def _start_all(
         gateway_port=gateway_port,
     )
     specs = [
-        service_spec(
-            name, environ, env, gateway_port=gateway_port, wait_gateway=options.wait_gateway
-        )
+        service_spec(name, environ, env, gateway_port=gateway_port, wait_gateway=options.wait_gateway)
         for name in SERVICES
     ]
     await _all([sup.start(spec) for spec in specs])
@@ -124,9 +124,7 @@ def run(options: RunOptions) -> int:
         return 1
     with data_dir_lock(data_dir):
         tokens, tokens_file = effective_tokens(data_dir, environ)
-        return asyncio.run(
-            _supervise(environ, data_dir, gateway_port, tokens, tokens_file, options)
-        )
+        return asyncio.run(_supervise(environ, data_dir, gateway_port, tokens, tokens_file, options))
 
 
 async def _supervise(
@@ -142,9 +140,7 @@ async def _supervise(
     for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
         loop.add_signal_handler(sig, stop.set)
     sup = Supervisor()
-    startup = asyncio.create_task(
-        _start_all(sup, environ, data_dir, gateway_port, tokens_file, options)
-    )
+    startup = asyncio.create_task(_start_all(sup, environ, data_dir, gateway_port, tokens_file, options))
     stopped = asyncio.create_task(stop.wait())
     await asyncio.wait({startup, stopped}, return_when=asyncio.FIRST_COMPLETED)
     code = 0

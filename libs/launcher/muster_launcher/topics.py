@@ -70,8 +70,7 @@ async def _check_partitions(admin: AIOKafkaAdminClient, wanted: dict[str, int]) 
         have = len(topic["partitions"])
         if have < wanted[topic["topic"]]:
             print(
-                f"muster: topic {topic['topic']} has {have} partition(s), "
-                f"expected {wanted[topic['topic']]}",
+                f"muster: topic {topic['topic']} has {have} partition(s), expected {wanted[topic['topic']]}",
                 file=sys.stderr,
                 flush=True,
             )

@@ -26,7 +26,7 @@ from muster_runtime.outbox import OutboxRelay
 from muster_runtime.settings import Settings
 from pydantic import ValidationError
 
-from muster_gateway import queries, rest, ws
+from muster_gateway import rest, streams, ws
 from muster_gateway.auth import Authenticator
 from muster_gateway.context import Gateway
 from muster_gateway.fanout import Hub
@@ -39,7 +39,11 @@ LIVE_EVENTS = "gateway-live-events"  # the subscriber's AsyncAPI title
 def build_broker(settings: Settings, ring: Callable[[str], None]) -> KafkaBroker:
     """The live-event consumer. Its own group per instance: every gateway must see every
     event, since any of them may hold a subscriber of any session."""
-    broker = KafkaBroker(settings.kafka_bootstrap_servers or "localhost")
+    broker = KafkaBroker(
+        settings.kafka_bootstrap_servers or "localhost",
+        # Our log format; per-message "Received/Processed" lines only at DEBUG.
+        logger=logging.getLogger("muster.gateway.kafka"), log_level=logging.DEBUG,
+    )
 
     # `**consumer_options` makes mypy fall back to an untyped overload of `subscriber`.
     @broker.subscriber(  # type: ignore[untyped-decorator]
@@ -105,7 +109,7 @@ def build_app(settings: Settings, *, tokens: Mapping[str, str], kafka: bool = Tr
         async with AsyncExitStack() as stack:
             pool = await create_pool(settings.database_url)
             stack.push_async_callback(_close_pool, pool)
-            hub = Hub(queries.event_fetcher(pool), on_pushed=metrics.events_pushed.inc,
+            hub = Hub(streams.event_fetcher(pool), on_pushed=metrics.events_pushed.inc,
                       poll_interval_s=5.0 if kafka else 0.2)
             stack.push_async_callback(hub.close)
             metrics.subscriptions.set_function(hub.subscription_count)

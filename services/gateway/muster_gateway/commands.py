@@ -57,7 +57,7 @@ async def _retrying(decide: Callable[[], Awaitable[T]]) -> T:
 async def _lock(conn: Connection, user_id: str, raw_id: str) -> Any:
     return await owned(
         conn, user_id, raw_id,
-        "session_id, session_type, root_session_id, phase, version FOR UPDATE",
+        "session_id, session_type, root_session_id, phase, version", for_update=True,
     )
 
 

@@ -136,7 +136,8 @@ class Hub:
         rendered = False
         pushed = 0
         for sink, cursor in eligible:
-            if row.version <= cursor.version or not self.is_subscribed(sink, session_id):
+            seen = row.version <= cursor.version or row.position <= cursor.position
+            if seen or not self.is_subscribed(sink, session_id):
                 continue
             if not rendered:
                 frame, rendered = self._render(session_id, row), True

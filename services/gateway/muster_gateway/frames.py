@@ -59,8 +59,9 @@ def _uuid(value: Any) -> str | None:
     return None if value is None else str(value)
 
 
-def render(event: ev.DomainEvent) -> tuple[str, dict[str, Any]] | None:
-    """(frame type, data) for an event, or None when clients are not shown it."""
+def render(session_id: str, event: ev.DomainEvent) -> tuple[str, dict[str, Any]] | None:
+    """(frame type, data) for an event of `session_id`'s stream, or None when clients are
+    not shown it."""
     match event:
         case ev.MessageRecorded():
             calls = [c.model_dump(mode="json") for c in event.tool_calls or []]
@@ -95,6 +96,20 @@ def render(event: ev.DomainEvent) -> tuple[str, dict[str, Any]] | None:
             }
         case ev.MessagesDiscarded():
             return "messages_discarded", {"messageIds": [str(m) for m in event.message_ids]}
+        case ev.SubagentSessionCreated():
+            return "subagent_session_created", {
+                "parentSessionId": session_id,
+                "childSessionId": str(event.child_session_id),
+                "toolCallId": event.tool_call_id,
+                "agentType": event.agent_type,
+                "executionId": str(event.execution_id),
+            }
+        case ev.ExecutionStatusChanged():
+            return "execution_status", {
+                "executionId": str(event.execution_id),
+                "status": event.status,
+                "deliveryStatus": event.delivery_status,
+            }
         case ev.QueuedMessagesDropped():
             # Not in the brief's list, but a client that showed `message_queued` needs to
             # learn that those messages will never run.
@@ -118,7 +133,7 @@ def event_frame(
             "event_unreadable position=%s type=%s error=%s", position, type_, type(exc).__name__
         )
         return None
-    rendered = render(event)
+    rendered = render(session_id, event)
     if rendered is None:
         return None
     kind, data = rendered

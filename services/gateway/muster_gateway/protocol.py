@@ -11,7 +11,7 @@ import json
 from dataclasses import dataclass
 from typing import Annotated, Any
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError
 
 from muster_gateway.errors import ErrorCode
 from muster_gateway.validation import describe
@@ -20,7 +20,23 @@ MAX_FRAME_BYTES = 1024 * 1024  # contract: frames over 1 MiB are answered with t
 # The transport accepts more than MAX_FRAME_BYTES so the app, not the socket, says too_large.
 TRANSPORT_MAX_BYTES = 8 * 1024 * 1024
 
-Text = Annotated[str, Field(min_length=1, max_length=200)]
+
+def _storable(value: str) -> str:
+    # PostgreSQL text and jsonb cannot hold NUL, and UTF-8 cannot encode a lone surrogate
+    # (JSON allows both as escapes): refuse them here as bad input, not later as `internal`.
+    if "\x00" in value:
+        raise ValueError("must not contain NUL characters")
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        raise ValueError("must not contain unpaired surrogates") from None
+    return value
+
+
+# Length constraints before the validator, so they stay string constraints with their messages.
+Content = Annotated[str, Field(min_length=1), AfterValidator(_storable)]
+Text = Annotated[str, Field(min_length=1, max_length=200), AfterValidator(_storable)]
+Title = Annotated[str, Field(max_length=500), AfterValidator(_storable)]
 
 
 class _Data(BaseModel):
@@ -30,15 +46,15 @@ class _Data(BaseModel):
 
 
 class CreateSessionData(_Data):
-    content: Annotated[str, Field(min_length=1)] | None = None
-    title: Annotated[str, Field(max_length=500)] | None = None
+    content: Content | None = None
+    title: Title | None = None
     agentType: Text | None = None
     modelId: Text | None = None
     clientMessageId: Text | None = None
 
 
 class SendMessageData(_Data):
-    content: Annotated[str, Field(min_length=1)]
+    content: Content
     clientMessageId: Text | None = None
 
 

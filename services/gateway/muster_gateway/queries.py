@@ -1,4 +1,4 @@
-"""Reads: REST resources, subscription starting points and the hub's event fetches.
+"""REST reads: sessions, message pages (by rounds) and executions.
 
 Every read that takes a session id from a client goes through `owned`, so an unknown id,
 a malformed id and another user's session are the same `not_found`.
@@ -13,7 +13,6 @@ from uuid import UUID
 from muster_runtime.db import Connection, Pool
 
 from muster_gateway.errors import not_found
-from muster_gateway.fanout import Cursor, EventRow, Fetch
 from muster_gateway.frames import client_phase, iso, message_data
 
 _SESSION_COLUMNS = """session_id, title, session_type, parent_session_id, root_session_id,
@@ -27,10 +26,14 @@ def parse_session_id(raw: str) -> UUID:
         raise not_found() from None
 
 
-async def owned(conn: Connection | Pool, user_id: str, raw_id: str, columns: str = "1") -> Any:
+async def owned(
+    conn: Connection | Pool, user_id: str, raw_id: str, columns: str = "1", *,
+    for_update: bool = False,
+) -> Any:
     """The session's row (`columns`) when `user_id` owns it; else not_found."""
+    lock = " FOR UPDATE" if for_update else ""
     row = await conn.fetchrow(
-        f"SELECT {columns} FROM sessions WHERE session_id = $1 AND user_id = $2",
+        f"SELECT {columns} FROM sessions WHERE session_id = $1 AND user_id = $2{lock}",
         parse_session_id(raw_id), user_id,
     )
     if row is None:
@@ -136,45 +139,48 @@ def _message_item(row: Any) -> dict[str, Any]:
     return item
 
 
-async def subscription_cursor(
-    pool: Pool, user_id: str, raw_id: str, after_position: int | None
-) -> tuple[str, Cursor]:
-    """Ownership check, then where a new subscription starts: after `after_position`, or
-    after the stream's current head ("live from now")."""
+async def list_executions(pool: Pool, user_id: str, raw_id: str, role: str) -> list[dict[str, Any]]:
+    """`parent`: the executions this session delegated; `child`: the runs it served."""
     async with pool.acquire() as conn:
-        session_id = str((await owned(conn, user_id, raw_id, "session_id"))["session_id"])
-        if after_position is None:
-            head = await conn.fetchrow(
-                """SELECT position, stream_version FROM events WHERE stream_id = $1
-                   ORDER BY stream_version DESC LIMIT 1""",
-                session_id,
-            )
-            if head is None:
-                return session_id, Cursor(0, 0)
-            return session_id, Cursor(head["position"], head["stream_version"])
-        version = await conn.fetchval(
-            """SELECT coalesce(max(stream_version), 0) FROM events
-               WHERE stream_id = $1 AND position <= $2""",
-            session_id, after_position,
+        session_id = (await owned(conn, user_id, raw_id, "session_id"))["session_id"]
+        column, order = (
+            ("parent_session_id", "started_at, execution_id") if role == "parent"
+            else ("child_session_id", "round, started_at")
         )
-        return session_id, Cursor(after_position, version)
-
-
-def event_fetcher(pool: Pool) -> Fetch:
-    async def fetch(session_id: str, after_version: int, limit: int) -> list[EventRow]:
-        rows = await pool.fetch(
-            """SELECT position, stream_version, recorded_at, type, schema_version, payload
-               FROM events WHERE stream_id = $1 AND stream_version > $2
-               ORDER BY stream_version LIMIT $3""",
-            session_id, after_version, limit,
+        rows = await conn.fetch(
+            f"SELECT * FROM executions WHERE {column} = $1 ORDER BY {order}", session_id
         )
-        return [EventRow(r[0], r[1], r[2], r[3], r[4], r[5]) for r in rows]
-
-    return fetch
+    return [_execution_item(row) for row in rows]
 
 
-async def healthy(pool: Pool) -> bool:
-    try:
-        return bool(await pool.fetchval("SELECT 1", timeout=2.0) == 1)
-    except Exception:
-        return False
+def _execution_item(row: Any) -> dict[str, Any]:
+    def opt_id(value: Any) -> str | None:
+        return None if value is None else str(value)
+
+    usage = row["usage"] or {}
+    prompt, completion = usage.get("prompt_tokens", 0), usage.get("completion_tokens", 0)
+    item = {
+        "executionId": str(row["execution_id"]),
+        "parentSessionId": str(row["parent_session_id"]),
+        "childSessionId": str(row["child_session_id"]),
+        "parentToolCallId": row["parent_tool_call_id"],
+        "agentType": row["agent_type"],
+        "invocationType": row["invocation_type"],
+        "round": row["round"],
+        "task": row["task"],
+        "status": row["status"],
+        "deliveryStatus": row["delivery_status"],
+        "startedAt": iso(row["started_at"]),
+        "endedAt": None if row["ended_at"] is None else iso(row["ended_at"]),
+        "deadlineAt": iso(row["deadline_at"]),
+        "rounds": row["rounds"],
+        "toolCalls": row["tool_calls"],
+        "usage": {"promptTokens": prompt, "completionTokens": completion,
+                  "totalTokens": prompt + completion},
+        "startMessageId": opt_id(row["start_message_id"]),
+        "endMessageId": opt_id(row["end_message_id"]),
+        "finalMessageId": opt_id(row["final_message_id"]),
+    }
+    if row["error"] is not None:
+        item["error"] = row["error"]
+    return item

@@ -11,7 +11,7 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, Response
 from starlette.exceptions import HTTPException
 
-from muster_gateway import queries, schemas
+from muster_gateway import queries, schemas, streams
 from muster_gateway.auth import bearer_token
 from muster_gateway.context import Gateway, gateway_of
 from muster_gateway.errors import GatewayError, rest_body
@@ -76,22 +76,21 @@ async def list_messages(
 
 
 @router.get("/v1/sessions/{session_id}/executions", response_model=schemas.ExecutionList,
-            responses=_ERRORS)
+            responses=_ERRORS, response_model_exclude_unset=True)
 async def list_executions(
     gw: GW, user: User, session_id: str,
     role: Literal["parent", "child"] = "parent",
 ) -> dict[str, Any]:
-    """Executions this session delegated (`parent`) or ran as a child (`child`).
-    Empty until the executions projection exists."""
-    await queries.owned(gw.pool, user, session_id)
-    return {"items": []}
+    """Executions this session delegated (`parent`, oldest first) or ran as the child
+    session of (`child`, one per delegate / follow-up round)."""
+    return {"items": await queries.list_executions(gw.pool, user, session_id, role)}
 
 
 @router.get("/healthz", response_model=schemas.Health,
             responses={503: {"model": schemas.Health}})
 async def healthz(request: Request) -> Response:
     found = getattr(request.app.state, "gateway", None)
-    if found is not None and await queries.healthy(found.pool):
+    if found is not None and await streams.healthy(found.pool):
         return JSONResponse({"status": "ok"})
     return JSONResponse({"status": "unavailable"}, status_code=503)
 

@@ -66,8 +66,37 @@ class MessagePage(BaseModel):
     nextBeforeSeq: int | None
 
 
+class Usage(BaseModel):
+    promptTokens: int
+    completionTokens: int
+    totalTokens: int
+
+
+class Execution(BaseModel):
+    executionId: str
+    parentSessionId: str
+    childSessionId: str
+    parentToolCallId: str | None
+    agentType: str
+    invocationType: Literal["DELEGATE", "FOLLOWUP"]
+    round: int
+    task: str
+    status: Literal["RUNNING", "RECOVERING", "COMPLETED", "FAILED", "CANCELLED"]
+    deliveryStatus: Literal["PENDING", "DELIVERED", "SUPPRESSED"]
+    startedAt: str
+    endedAt: str | None
+    deadlineAt: str
+    rounds: int
+    toolCalls: int
+    usage: Usage
+    startMessageId: str | None
+    endMessageId: str | None
+    finalMessageId: str | None
+    error: str | None = None
+
+
 class ExecutionList(BaseModel):
-    items: list[dict[str, Any]]
+    items: list[Execution]
 
 
 class Health(BaseModel):

@@ -18,6 +18,7 @@ _MESSAGES = {
     "bool_parsing": "must be a boolean",
     "extra_forbidden": "unknown field",
     "string_too_short": "must not be empty",
+    "string_unicode": "must not contain unpaired surrogates",
 }
 # Pydantic reports a union error once per branch, under `field.<branch>`.
 _UNION_BRANCHES = {"str", "int", "none", "constrained-str", "constrained-int"}
@@ -51,6 +52,10 @@ def _reason(kind: str, ctx: Mapping[str, Any], fallback: str) -> str:
         return f"must be >= {ctx.get('ge')}"
     if kind == "less_than_equal":
         return f"must be <= {ctx.get('le')}"
+    if kind == "value_error" and ctx.get("error") is not None:
+        return str(ctx["error"])
+    if kind == "literal_error":
+        return f"must be {ctx.get('expected')}"
     if kind == "string_too_long":
         return f"must be at most {ctx.get('max_length')} characters"
     return fallback[:1].lower() + fallback[1:]

@@ -19,7 +19,7 @@ from typing import Any
 from fastapi import APIRouter, WebSocket
 from starlette.websockets import WebSocketDisconnect
 
-from muster_gateway import commands, queries
+from muster_gateway import commands, queries, streams
 from muster_gateway.auth import bearer_token
 from muster_gateway.context import Gateway, gateway_of
 from muster_gateway.errors import GatewayError, ws_frame
@@ -97,7 +97,7 @@ async def _subscribe(gw: Gateway, client: Client, frame: Frame) -> None:
     if gw.hub.is_subscribed(client, session_id):
         client.reply("ack", frame.id, {})
         return
-    session_id, cursor = await queries.subscription_cursor(
+    session_id, cursor = await streams.subscription_cursor(
         gw.pool, client.user_id, frame.session_id, frame.data.afterPosition
     )
     client.reply("ack", frame.id, {"position": cursor.position})

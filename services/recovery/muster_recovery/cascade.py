@@ -62,12 +62,14 @@ async def stop_execution(pool: Pool, execution_id: UUID, *, status: str, error: 
         }
         start_seq = next((m.seq for m in state.messages if m.message_id == execution["start_message_id"]), 0)
         rounds, tool_calls, usage = account(state.messages, usages, start_seq)
+        # Lock order everywhere: child session, parent session, then the execution.
+        parent = await store.lock_session(conn, execution["parent_session_id"])
         await eventstore.append(conn, str(execution_id), [ev.ExecutionFinished(
             status=status,  # type: ignore[arg-type]
             error=error, rounds=rounds, tool_calls=tool_calls, usage=usage,
             end_message_id=state.messages[-1].message_id if state.messages else None,
         )], expected_version=execution["version"])
-        await announce(conn, execution["parent_session_id"], ev.ExecutionStatusChanged(
+        await announce(conn, parent, ev.ExecutionStatusChanged(
             execution_id=execution_id, status=status, delivery_status="PENDING",  # type: ignore[arg-type]
         ))
         await outbox.enqueue(conn, topics.DELEGATIONS, str(child["session_id"]), CancelExecution(

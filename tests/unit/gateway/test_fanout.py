@@ -1,0 +1,172 @@
+from __future__ import annotations
+
+import asyncio
+from datetime import UTC, datetime
+from typing import Any
+
+from muster_gateway.fanout import Cursor, EventRow, Hub
+
+AT = datetime(2025, 1, 1, tzinfo=UTC)
+
+
+class Store:
+    """An in-memory `events` table for one or more streams, with a controllable fetch."""
+
+    def __init__(self) -> None:
+        self.rows: dict[str, list[EventRow]] = {}
+        self.position = 0
+        self.fetches = 0
+        self.gate: asyncio.Event | None = None
+        self.fail = False
+
+    def append(self, stream: str, kind: str = "SessionPhaseChanged") -> EventRow:
+        self.position += 1
+        version = len(self.rows.get(stream, [])) + 1
+        payload = {"phase": "RUNNING"} if kind == "SessionPhaseChanged" else {}
+        row = EventRow(self.position, version, AT, kind, 1, payload)
+        self.rows.setdefault(stream, []).append(row)
+        return row
+
+    async def fetch(self, stream: str, after_version: int, limit: int) -> list[EventRow]:
+        self.fetches += 1
+        if self.gate is not None:
+            await self.gate.wait()
+        if self.fail:
+            raise OSError("database down")
+        return [r for r in self.rows.get(stream, []) if r.version > after_version][:limit]
+
+
+class Sink:
+    def __init__(self, accept: int = 1_000_000) -> None:
+        self.frames: list[dict[str, Any]] = []
+        self.accept = accept
+
+    def push(self, frame: dict[str, Any]) -> bool:
+        if len(self.frames) >= self.accept:
+            return False
+        self.frames.append(frame)
+        return True
+
+    def positions(self) -> list[int]:
+        return [f["position"] for f in self.frames]
+
+
+async def settle() -> None:
+    for _ in range(20):
+        await asyncio.sleep(0)
+
+
+async def test_replay_then_live_in_order() -> None:
+    store, sink = Store(), Sink()
+    hub = Hub(store.fetch)
+    for _ in range(3):
+        store.append("s")
+    hub.subscribe(sink, "s", Cursor(1, 1))
+    await settle()
+    assert sink.positions() == [2, 3]
+    store.append("other")
+    store.append("s")
+    hub.ring("s")
+    await settle()
+    assert sink.positions() == [2, 3, 5]
+    assert {f["sessionId"] for f in sink.frames} == {"s"}
+
+
+async def test_subscribing_twice_does_not_duplicate() -> None:
+    store, sink = Store(), Sink()
+    hub = Hub(store.fetch)
+    store.append("s")
+    hub.subscribe(sink, "s", Cursor(0, 0))
+    await settle()
+    hub.subscribe(sink, "s", Cursor(0, 0))
+    store.append("s")
+    hub.ring("s")
+    hub.ring("s")
+    await settle()
+    assert sink.positions() == [1, 2]
+
+
+async def test_rings_coalesce_while_a_fetch_is_in_flight() -> None:
+    store, sink = Store(), Sink()
+    hub = Hub(store.fetch)
+    store.gate = asyncio.Event()
+    hub.subscribe(sink, "s", Cursor(0, 0))
+    await settle()
+    for _ in range(10):
+        store.append("s")
+        hub.ring("s")
+    store.gate.set()
+    await settle()
+    assert store.fetches == 2  # the one in flight, then one re-run for all the rings
+    assert sink.positions() == list(range(1, 11))
+
+
+async def test_joining_behind_an_in_flight_fetch_leaves_no_gap() -> None:
+    store, early, late = Store(), Sink(), Sink()
+    hub = Hub(store.fetch)
+    for _ in range(5):
+        store.append("s")
+    hub.subscribe(early, "s", Cursor(4, 4))
+    store.gate = asyncio.Event()
+    await settle()  # fetch from version 4 is now blocked
+    hub.subscribe(late, "s", Cursor(1, 1))
+    store.gate.set()
+    await settle()
+    assert early.positions() == [5]
+    assert late.positions() == [2, 3, 4, 5]
+
+
+async def test_unknown_types_advance_the_cursor_silently() -> None:
+    store, sink = Store(), Sink()
+    hub = Hub(store.fetch)
+    store.append("s", "FromTheFuture")
+    store.append("s")
+    hub.subscribe(sink, "s", Cursor(0, 0))
+    await settle()
+    assert sink.positions() == [2]
+
+
+async def test_batches_are_followed_to_the_end() -> None:
+    store, sink = Store(), Sink()
+    hub = Hub(store.fetch, batch=3)
+    for _ in range(10):
+        store.append("s")
+    hub.subscribe(sink, "s", Cursor(0, 0))
+    await settle()
+    assert sink.positions() == list(range(1, 11))
+
+
+async def test_a_sink_that_refuses_is_dropped_and_others_continue() -> None:
+    store, slow, fine = Store(), Sink(accept=1), Sink()
+    hub = Hub(store.fetch)
+    for _ in range(3):
+        store.append("s")
+    hub.subscribe(slow, "s", Cursor(0, 0))
+    hub.subscribe(fine, "s", Cursor(0, 0))
+    await settle()
+    assert slow.positions() == [1] and not hub.is_subscribed(slow, "s")
+    assert fine.positions() == [1, 2, 3]
+
+
+async def test_unsubscribe_and_failures() -> None:
+    store, sink = Store(), Sink()
+    hub = Hub(store.fetch, poll_interval_s=0.01)
+    poller = asyncio.create_task(hub.run_poller())
+    try:
+        hub.subscribe(sink, "s", Cursor(0, 0))
+        store.fail = True
+        store.append("s")
+        hub.ring("s")
+        await settle()
+        assert sink.positions() == []
+        store.fail = False  # the poller retries without another doorbell
+        await asyncio.sleep(0.05)
+        assert sink.positions() == [1]
+        hub.unsubscribe(sink, "s")
+        store.append("s")
+        hub.ring("s")
+        await asyncio.sleep(0.03)
+        assert sink.positions() == [1] and hub.subscription_count() == 0
+    finally:
+        poller.cancel()
+        await hub.close()
