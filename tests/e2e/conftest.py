@@ -10,9 +10,11 @@ from __future__ import annotations
 
 import os
 import re
+import shutil
 import signal
 import socket
 import subprocess
+import tempfile
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -250,12 +252,18 @@ Launch = Callable[..., Launcher]
 
 @pytest.fixture(scope="session")
 def launch(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Launch]:
-    """Factory for launchers: `launch(data_dir=None, **env)`; all are killed at the end."""
+    """Factory for launchers: `launch(data_dir=None, **env)`; all are killed at the end.
+
+    Data dirs live outside pytest's tmp tree: as root, PostgreSQL runs as another user that
+    must traverse every parent dir, and any pytest session starting meanwhile resets
+    /tmp/pytest-of-<user> to 0700. Logs stay in the pytest tmp tree for inspection.
+    """
     started: list[Launcher] = []
+    data_root = Path(tempfile.mkdtemp(prefix="muster-e2e-"))
 
     def start(data_dir: Path | None = None, **env: str) -> Launcher:
         base = tmp_path_factory.mktemp("muster")
-        data_dir = data_dir or base / "data"
+        data_dir = data_dir or Path(tempfile.mkdtemp(dir=data_root)) / "data"
         launcher = Launcher(data_dir, base / "launcher.log", launcher_env(data_dir, **env))
         started.append(launcher)
         return launcher.start()
@@ -263,6 +271,7 @@ def launch(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Launch]:
     yield start
     for launcher in started:
         launcher.kill_everything()
+    shutil.rmtree(data_root, ignore_errors=True)
 
 
 @pytest.fixture(scope="session")

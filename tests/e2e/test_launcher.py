@@ -144,11 +144,11 @@ async def test_restart_after_launcher_sigkill(launch: Launch) -> None:
     second.stop()
 
 
-def test_generated_dev_token_is_reused(launch: Launch, tmp_path: Path) -> None:
-    first = launch(data_dir=tmp_path / "data", MUSTER_TOKENS="")
+def test_generated_dev_token_is_reused(launch: Launch) -> None:
+    first = launch(MUSTER_TOKENS="")
     token = first.token
-    assert (tmp_path / "data" / "tokens").read_text() == f"{token}=dev\n"
+    assert (first.data_dir / "tokens").read_text() == f"{token}=dev\n"
     first.stop()
-    second = launch(data_dir=tmp_path / "data", MUSTER_TOKENS="")
+    second = launch(data_dir=first.data_dir, MUSTER_TOKENS="")
     assert second.token == token
     second.stop()

@@ -37,30 +37,33 @@ class Delegator:
     agents: AgentRegistry
     timeout_s: float
 
-    async def __call__(self, state: SessionState, call: dict[str, Any]) -> bool:
-        """Handle one delegation tool call; False when the parent no longer runs here."""
-        try:
-            async with self.pool.acquire() as conn, conn.transaction():
-                row = await store.lock_session(conn, state.session_id)
-                if row is None or row["phase"] not in store.RUNNING_PHASES:
-                    return False
-                if row["message_count"] != state.message_count:
-                    return True  # someone recorded meanwhile: reload and look again
-                if state.session_type == "SUBAGENT":
-                    raise DelegationRefused("subagents cannot delegate")
-                if call["name"] == "delegate":
-                    await self._delegate(conn, state, row, call)
-                else:
-                    await self._followup(conn, state, row, call)
-            return True
-        except DelegationRefused as refused:
-            content = json.dumps({"success": False, "error": str(refused)})
-            return await store.record_if_current(
-                self.pool, state.session_id, state.message_count,
-                lambda seq: [ev.MessageRecorded(
-                    message_id=uuid4(), seq=seq, role="TOOL", content=content, tool_call_id=call["id"]
-                )],
-            )
+    async def __call__(self, state: SessionState, calls: list[dict[str, Any]]) -> bool:
+        """Create every delegation of `calls` in one transaction; a refused one gets its
+        error as the TOOL result instead. False when the parent no longer runs here."""
+        async with self.pool.acquire() as conn, conn.transaction():
+            row = await store.lock_session(conn, state.session_id)
+            if row is None or row["phase"] not in store.RUNNING_PHASES:
+                return False
+            if row["message_count"] != state.message_count:
+                return True  # someone recorded meanwhile: reload and look again
+            parent_events: list[ev.DomainEvent] = []
+            seq = row["message_count"]
+            for call in calls:
+                try:
+                    if state.session_type == "SUBAGENT":
+                        raise DelegationRefused("subagents cannot delegate")
+                    if call["name"] == "delegate":
+                        parent_events += await self._delegate(conn, state, call)
+                    else:
+                        parent_events += await self._followup(conn, state, call)
+                except DelegationRefused as refused:
+                    seq += 1
+                    parent_events.append(ev.MessageRecorded(
+                        message_id=uuid4(), seq=seq, role="TOOL", tool_call_id=call["id"],
+                        content=json.dumps({"success": False, "error": str(refused)}),
+                    ))
+            await eventstore.append(conn, str(state.session_id), parent_events, expected_version=row["version"])
+        return True
 
     def _agent_type(self, value: str) -> str:
         try:
@@ -69,7 +72,7 @@ class Delegator:
             known = ", ".join(self.agents.names())
             raise DelegationRefused(f"unknown agent type {value!r}; available: {known}") from None
 
-    async def _delegate(self, conn: Connection, state: SessionState, row: Any, call: dict[str, Any]) -> None:
+    async def _delegate(self, conn: Connection, state: SessionState, call: dict[str, Any]) -> list[ev.DomainEvent]:
         agent_type, task = _text(call, "agent_type"), _text(call, "task")
         if not agent_type.strip() or not task.strip():
             raise DelegationRefused("delegate requires non-empty 'agent_type' and 'task'")
@@ -86,13 +89,13 @@ class Delegator:
             ev.MessageRecorded(message_id=task_message_id, seq=1, role="USER", content=task),
             ev.SessionPhaseChanged(phase="RUNNING"),
         ], expected_version=0)
-        await self._start_execution(
-            conn, state, row, call, execution_id=execution_id, child_id=child_id,
+        return await self._start_execution(
+            conn, state, call, execution_id=execution_id, child_id=child_id,
             agent_type=agent_type, task=task, invocation="DELEGATE", round_=1,
             start_message_id=task_message_id, announce_child=True,
         )
 
-    async def _followup(self, conn: Connection, state: SessionState, row: Any, call: dict[str, Any]) -> None:
+    async def _followup(self, conn: Connection, state: SessionState, call: dict[str, Any]) -> list[ev.DomainEvent]:
         child_ref, task = _text(call, "child_session_id").strip(), _text(call, "task")
         if not child_ref or not task.strip():
             raise DelegationRefused("delegate_followup requires non-empty 'child_session_id' and 'task'")
@@ -120,18 +123,19 @@ class Delegator:
             ),
             ev.SessionPhaseChanged(phase="RUNNING"),
         ], expected_version=child["version"])
-        await self._start_execution(
-            conn, state, row, call, execution_id=execution_id_for(state.session_id, call["id"]),
+        return await self._start_execution(
+            conn, state, call, execution_id=execution_id_for(state.session_id, call["id"]),
             child_id=child["session_id"], agent_type=agent_type, task=task,
             invocation="FOLLOWUP", round_=int(runs) + 1, start_message_id=task_message_id,
             announce_child=False,
         )
 
     async def _start_execution(
-        self, conn: Connection, state: SessionState, row: Any, call: dict[str, Any], *,
+        self, conn: Connection, state: SessionState, call: dict[str, Any], *,
         execution_id: UUID, child_id: UUID, agent_type: str, task: str, invocation: str,
         round_: int, start_message_id: UUID, announce_child: bool,
-    ) -> None:
+    ) -> list[ev.DomainEvent]:
+        """The execution's stream and command; returns the events for the parent's stream."""
         round_message = next(m for m in reversed(state.messages) if m.role == "ASSISTANT")
         await eventstore.append(conn, str(execution_id), [ev.ExecutionStarted(
             execution_id=execution_id, parent_session_id=state.session_id,
@@ -152,10 +156,10 @@ class Delegator:
         parent_events.append(ev.ExecutionStatusChanged(
             execution_id=execution_id, status="RUNNING", delivery_status="PENDING"
         ))
-        await eventstore.append(conn, str(state.session_id), parent_events, expected_version=row["version"])
         await outbox.enqueue(conn, topics.DELEGATIONS, str(child_id), RunExecution(
             execution_id=execution_id, child_session_id=child_id, parent_session_id=state.session_id,
         ))
+        return parent_events
 
 
 def _text(call: dict[str, Any], name: str) -> str:

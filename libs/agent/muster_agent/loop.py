@@ -9,7 +9,6 @@ no further answer and a zombie runner records nothing.
 
 from __future__ import annotations
 
-import json
 import logging
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
@@ -27,15 +26,14 @@ from muster_agent.agents import AgentRegistry, UnknownAgentType
 from muster_agent.history import pending_tool_calls, to_chat, turn_finished
 from muster_agent.models.base import ModelError, ModelProvider, ModelReply, ModelRequest
 from muster_agent.session_store import SessionState
-from muster_agent.tools.registry import is_local_tool, run_local_tool
+from muster_agent.tool_round import run_local_calls
 from muster_agent.tools.schemas import DELEGATION_TOOL_NAMES, tool_schemas
-from muster_agent.tools.workspace import Workspace
 
 log = logging.getLogger("muster.loop")
 
-# A delegation tool call is handed to this hook; it records what it needs and returns False
-# when the session no longer runs here.
-ToolHook = Callable[[SessionState, dict[str, Any]], Awaitable[bool]]
+# The open delegation calls of a round are handed to this hook together; it records what
+# it needs and returns False when the session no longer runs here.
+ToolHook = Callable[[SessionState, list[dict[str, Any]]], Awaitable[bool]]
 # Called inside the transaction that ends a turn (row locked), before it commits: the worker
 # records the execution's terminal status here, atomically with the final answer.
 CloseHook = Callable[[Connection, SessionState, list[ev.DomainEvent], ev.SessionPhaseChanged], Awaitable[None]]
@@ -81,7 +79,7 @@ async def step(deps: LoopDeps, session_id: UUID) -> str:
         if not (call["name"] in DELEGATION_TOOL_NAMES and call["id"] in state.started_tool_calls)
     ]
     if actionable:
-        return await _run_tool(deps, state, actionable[0])
+        return await _run_open_calls(deps, state, actionable)
     if pending:
         return StepOutcome.WAITING
     if turn_finished(state.messages):
@@ -123,49 +121,29 @@ async def _record_reply(deps: LoopDeps, state: SessionState, reply: ModelReply) 
     usage = ev.TokenUsage(
         prompt_tokens=reply.usage.prompt_tokens, completion_tokens=reply.usage.completion_tokens
     )
+    message_id = uuid4()
 
     def answer(seq: int) -> ev.MessageRecorded:
         return ev.MessageRecorded(
-            message_id=uuid4(), seq=seq, role="ASSISTANT", content=reply.content,
+            message_id=message_id, seq=seq, role="ASSISTANT", content=reply.content,
             tool_calls=calls or None, usage=usage,
         )
 
     if not calls:
         return await _close_turn(deps, state, [answer(state.message_count + 1)])
-    ok = await store.record_if_current(
-        deps.pool, state.session_id, state.message_count, lambda seq: [answer(seq)]
-    )
+    # The ASSISTANT message is recorded before any tool runs (with the first tool's start).
+    open_calls = [call.model_dump() for call in calls]
+    ok = await run_local_calls(deps, state, message_id, open_calls, lead=[answer])
     return StepOutcome.CONTINUE if ok else StepOutcome.IDLE
 
 
-async def _run_tool(deps: LoopDeps, state: SessionState, call: dict[str, Any]) -> str:
+async def _run_open_calls(deps: LoopDeps, state: SessionState, calls: list[dict[str, Any]]) -> str:
     round_ = next(m for m in reversed(state.messages) if m.role == "ASSISTANT")
-    if call["id"] in state.started_tool_calls:
-        # Started before a crash: it may have had its effect. Never run it twice.
-        result = store.interrupted_result("interrupted: this tool call was cut off and was not retried")
-        return await _record_tool_result(deps, state, call, result)
-    if call["name"] in DELEGATION_TOOL_NAMES and deps.delegation is not None:
-        return StepOutcome.CONTINUE if await deps.delegation(state, call) else StepOutcome.IDLE
-    started = await store.record_if_current(
-        deps.pool, state.session_id, state.message_count,
-        lambda _seq: [ev.ToolCallStarted(message_id=round_.message_id, tool_call_id=call["id"], name=call["name"])],
-    )
-    if not started:
-        return StepOutcome.IDLE
-    if is_local_tool(call["name"]):
-        workspace = Workspace(deps.workspaces / str(state.root_session_id))
-        outcome = await run_local_tool(workspace, call["name"], call["arguments"])
-    else:
-        outcome = {"success": False, "error": f"unknown tool {call['name']!r}"}
-    log.info("tool_call_finished session=%s tool=%s success=%s", state.session_id, call["name"], outcome.get("success"))
-    return await _record_tool_result(deps, state, call, json.dumps(outcome))
-
-
-async def _record_tool_result(deps: LoopDeps, state: SessionState, call: dict[str, Any], content: str) -> str:
-    ok = await store.record_if_current(
-        deps.pool, state.session_id, state.message_count,
-        lambda seq: [ev.MessageRecorded(message_id=uuid4(), seq=seq, role="TOOL", content=content, tool_call_id=call["id"])],
-    )
+    if calls[0]["name"] in DELEGATION_TOOL_NAMES and deps.delegation is not None:
+        # All delegations still open in this round are created in one transaction.
+        batch = [c for c in calls if c["name"] in DELEGATION_TOOL_NAMES and c["id"] not in state.started_tool_calls]
+        return StepOutcome.CONTINUE if await deps.delegation(state, batch) else StepOutcome.IDLE
+    ok = await run_local_calls(deps, state, round_.message_id, calls, lead=[])
     return StepOutcome.CONTINUE if ok else StepOutcome.IDLE
 
 

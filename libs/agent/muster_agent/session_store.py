@@ -95,6 +95,40 @@ async def record_if_current(
         return True
 
 
+MessageAt = Callable[[int], ev.MessageRecorded]
+Item = ev.DomainEvent | MessageAt
+
+
+def message_items(items: Sequence[Item], first_seq: int) -> list[ev.DomainEvent]:
+    """Materialise `items`, numbering the messages among them from `first_seq`."""
+    events: list[ev.DomainEvent] = []
+    seq = first_seq
+    for item in items:
+        if isinstance(item, ev.DomainEvent):
+            events.append(item)
+        else:
+            events.append(item(seq))
+            seq += 1
+    return events
+
+
+async def record_items(pool: Pool, session_id: UUID, expected_count: int, items: Sequence[Item]) -> int | None:
+    """`record_if_current` for a list of events and message builders; returns the new
+    message count, or None when the caller must drop its result."""
+    recorded = await record_if_current(
+        pool, session_id, expected_count, lambda seq: message_items(items, seq)
+    )
+    if not recorded:
+        return None
+    return expected_count + sum(not isinstance(item, ev.DomainEvent) for item in items)
+
+
+def tool_message(tool_call_id: str, content: str) -> MessageAt:
+    return lambda seq: ev.MessageRecorded(
+        message_id=uuid4(), seq=seq, role="TOOL", content=content, tool_call_id=tool_call_id
+    )
+
+
 def interrupted_result(reason: str) -> str:
     return json.dumps({"success": False, "error": reason})
 

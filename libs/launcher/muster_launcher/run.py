@@ -38,13 +38,10 @@ def data_dir_lock(data_dir: Path) -> Iterator[None]:
 
 
 async def migrate(database_url: str) -> None:
-    try:
-        from muster_runtime.migrate import upgrade
-    except ModuleNotFoundError as exc:
-        if exc.name != "muster_runtime.migrate":
-            raise
-        log("muster_runtime.migrate is missing; skipping migrations")
-        return
+    # Imported here: Alembic and SQLAlchemy are heavy and `muster chat` never needs them.
+    from muster_runtime.migrate import upgrade
+
+    # Alembic's env runs its own event loop, which cannot nest in ours: use a thread.
     await asyncio.to_thread(upgrade, database_url)
 
 

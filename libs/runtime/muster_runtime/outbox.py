@@ -19,6 +19,10 @@ log = logging.getLogger("muster.outbox")
 NOTIFY_CHANNEL = "muster_outbox"
 # One relay drains at a time, so messages of a key reach Kafka in commit order.
 RELAY_LOCK_KEY = 0x6D757374  # "must"
+# Every service runs a relay but only the holder of this session lock is active: the others
+# stand by and take over within `STANDBY_POLL_S` when the leader's connection goes away.
+LEADER_LOCK_KEY = 0x6C656164  # "lead"
+STANDBY_POLL_S = 1.0
 
 Publish = Callable[[list[tuple[str, bytes, bytes]]], Awaitable[None]]
 
@@ -58,10 +62,24 @@ class OutboxRelay:
         self._wake = asyncio.Event()
         self.published = 0
 
+    async def run_forever(self) -> None:
+        """`run`, restarted with backoff when its connection fails (database restart)."""
+        delay = 0.5
+        while True:
+            try:
+                await self.run()
+            except (OSError, asyncpg.PostgresError, asyncpg.InterfaceError) as exc:
+                log.warning("outbox_relay_restart error=%s delay=%.1fs", type(exc).__name__, delay)
+                await asyncio.sleep(delay)
+                delay = min(delay * 2, 10.0)
+
     async def run(self) -> None:
         listener: asyncpg.Connection = await asyncpg.connect(self._database_url)
-        await listener.add_listener(NOTIFY_CHANNEL, lambda *_: self._wake.set())
         try:
+            while not await listener.fetchval("SELECT pg_try_advisory_lock($1)", LEADER_LOCK_KEY):
+                await asyncio.sleep(STANDBY_POLL_S)
+            log.info("outbox_relay_leader")
+            await listener.add_listener(NOTIFY_CHANNEL, lambda *_: self._wake.set())
             while True:
                 try:
                     await self.drain()

@@ -18,13 +18,12 @@ from faststream import AckPolicy
 from faststream.kafka import KafkaBroker
 from faststream.kafka.annotations import KafkaMessage
 from muster_contracts.commands import CancelSession, ProcessSession
-from muster_contracts.published import RecordedEvent
 from muster_runtime import topics
+from muster_runtime.consuming import BATCH_OPTIONS, records_of
 from muster_runtime.db import Pool, create_pool
 from muster_runtime.kafka import consumer_options, publisher, start_producer
 from muster_runtime.outbox import OutboxRelay
 from muster_runtime.settings import Settings
-from pydantic import ValidationError
 
 from muster_gateway import rest, streams, ws
 from muster_gateway.auth import Authenticator
@@ -49,18 +48,17 @@ def build_broker(settings: Settings, ring: Callable[[str], None]) -> KafkaBroker
     @broker.subscriber(  # type: ignore[untyped-decorator]
         topics.EVENTS, group_id=f"gateway-{settings.instance_id}", ack_policy=AckPolicy.ACK,
         title=LIVE_EVENTS,
-        description="Doorbell for WebSocket subscribers: each record names a session stream "
-        "that moved; the gateway then reads the new events from the event store.",
+        description="Doorbell for WebSocket subscribers: each record (keyed by its stream id) "
+        "names a stream that moved; the gateway then reads the new events from the event store.",
+        **BATCH_OPTIONS,
         **consumer_options(settings),
     )
-    async def on_event(msg: KafkaMessage) -> None:
-        try:
-            event = RecordedEvent.model_validate_json(msg.body)
-        except ValidationError as exc:
-            # Bad input must not stop the consumer: skip it (nothing here to repair).
-            log.warning("live_event_invalid errors=%d", exc.error_count())
-            return
-        ring(event.stream_id)
+    async def on_events(msg: KafkaMessage) -> None:
+        # The record key is the stream id: no need to parse the payload to ring the hub.
+        # A keyless record cannot name a stream; skipping it loses nothing (the store is
+        # read on the next ring or poll).
+        for stream_id in {record.key for record in records_of(msg.raw_message) if record.key}:
+            ring(stream_id.decode(errors="replace"))
 
     # Documentation only (AsyncAPI): the gateway's commands reach Kafka through the outbox.
     broker.publisher(topics.COMMANDS, title="gateway-commands", schema=ProcessSession,

@@ -18,6 +18,7 @@ from muster_agent.models import build_model
 from muster_agent.runners import Runners
 from muster_contracts.commands import SESSION_COMMANDS, CancelSession
 from muster_runtime import topics
+from muster_runtime.consuming import BATCH_OPTIONS, per_key, records_of
 from muster_runtime.db import create_pool
 from muster_runtime.edge import Edge
 from muster_runtime.kafka import consumer_options, publisher, start_producer
@@ -56,7 +57,7 @@ def build(settings: Settings) -> Harness:
         )
         harness.deps = HarnessDeps(loop=loop, runners=runners, lease_ttl_s=settings.lease_ttl_s)
         relay = OutboxRelay(pool, settings.database_url, publisher(producer))
-        harness.tasks.append(asyncio.create_task(relay.run()))
+        harness.tasks.append(asyncio.create_task(relay.run_forever()))
         try:
             yield
         finally:
@@ -76,14 +77,14 @@ def build(settings: Settings) -> Harness:
         ack_policy=AckPolicy.NACK_ON_ERROR,
         title="harness-commands",
         description="Session commands: ProcessSession, ResumeSession, CancelSession.",
+        **BATCH_OPTIONS,
         **consumer_options(settings),
     )
-    async def on_command(msg: KafkaMessage) -> None:
-        raw = msg.raw_message
-        await edge.handle(
-            msg.body, raw.key, SESSION_COMMANDS, _dispatch,
-            offset=(raw.topic, raw.partition, raw.offset),
-        )
+    async def on_commands(msg: KafkaMessage) -> None:
+        await per_key(records_of(msg.raw_message), lambda record: edge.handle(
+            record.value, record.key, SESSION_COMMANDS, _dispatch,
+            offset=(record.topic, record.partition, record.offset),
+        ))
 
     async def _dispatch(command: object) -> None:
         assert harness.deps is not None

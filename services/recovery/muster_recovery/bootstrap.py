@@ -13,6 +13,7 @@ from faststream.kafka import KafkaBroker
 from faststream.kafka.annotations import KafkaMessage
 from muster_contracts.published import RecordedEvent
 from muster_runtime import topics
+from muster_runtime.consuming import BATCH_OPTIONS, per_key, records_of
 from muster_runtime.db import Pool, create_pool
 from muster_runtime.edge import Edge
 from muster_runtime.kafka import consumer_options, publisher, start_producer
@@ -60,7 +61,7 @@ def build(settings: Settings) -> Recovery:
         recovery.pool = pool
         relay = OutboxRelay(pool, settings.database_url, publisher(producer))
         recovery.tasks += [
-            asyncio.create_task(relay.run()),
+            asyncio.create_task(relay.run_forever()),
             asyncio.create_task(reconcile_forever(pool, settings)),
         ]
         try:
@@ -82,13 +83,14 @@ def build(settings: Settings) -> Recovery:
         ack_policy=AckPolicy.NACK_ON_ERROR,
         title="recovery-events",
         description="Every recorded event; drives the barrier and cancellation cascades.",
+        **BATCH_OPTIONS,
         **consumer_options(settings),
     )
-    async def on_event(msg: KafkaMessage) -> None:
-        raw = msg.raw_message
-        await edge.handle(
-            msg.body, raw.key, EVENT_MESSAGE, _dispatch, offset=(raw.topic, raw.partition, raw.offset)
-        )
+    async def on_events(msg: KafkaMessage) -> None:
+        await per_key(records_of(msg.raw_message), lambda record: edge.handle(
+            record.value, record.key, EVENT_MESSAGE, _dispatch,
+            offset=(record.topic, record.partition, record.offset),
+        ))
 
     async def _dispatch(event: RecordedEvent) -> None:
         assert recovery.pool is not None

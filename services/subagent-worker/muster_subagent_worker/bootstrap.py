@@ -18,6 +18,7 @@ from muster_agent.models import build_model
 from muster_agent.runners import Runners
 from muster_contracts.commands import DELEGATION_COMMANDS, CancelExecution, RunExecution
 from muster_runtime import topics
+from muster_runtime.consuming import BATCH_OPTIONS, per_key, records_of
 from muster_runtime.db import create_pool
 from muster_runtime.edge import Edge
 from muster_runtime.kafka import consumer_options, publisher, start_producer
@@ -54,7 +55,7 @@ def build(settings: Settings) -> Worker:
         )
         worker.deps = WorkerDeps(loop=loop, runners=runners, lease_ttl_s=settings.lease_ttl_s)
         worker.tasks.append(
-            asyncio.create_task(OutboxRelay(pool, settings.database_url, publisher(producer)).run())
+            asyncio.create_task(OutboxRelay(pool, settings.database_url, publisher(producer)).run_forever())
         )
         try:
             yield
@@ -75,14 +76,14 @@ def build(settings: Settings) -> Worker:
         ack_policy=AckPolicy.NACK_ON_ERROR,
         title="subagent-worker-delegations",
         description="RunExecution and CancelExecution, keyed by child session.",
+        **BATCH_OPTIONS,
         **consumer_options(settings),
     )
-    async def on_delegation(msg: KafkaMessage) -> None:
-        raw = msg.raw_message
-        await edge.handle(
-            msg.body, raw.key, DELEGATION_COMMANDS, _dispatch,
-            offset=(raw.topic, raw.partition, raw.offset),
-        )
+    async def on_delegations(msg: KafkaMessage) -> None:
+        await per_key(records_of(msg.raw_message), lambda record: edge.handle(
+            record.value, record.key, DELEGATION_COMMANDS, _dispatch,
+            offset=(record.topic, record.partition, record.offset),
+        ))
 
     async def _dispatch(command: RunExecution | CancelExecution) -> None:
         assert worker.deps is not None

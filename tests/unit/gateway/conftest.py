@@ -1,10 +1,9 @@
 """Fixtures for the gateway tests. Database tests run against a fresh, migrated database
-on the server of $DATABASE_URL and are skipped when it is not set."""
+on the server of $DATABASE_URL, or on an embedded one started for the test session."""
 
 from __future__ import annotations
 
 import asyncio
-import os
 import uuid
 from collections.abc import AsyncIterator
 from typing import Any
@@ -22,10 +21,8 @@ def _with_database(url: str, name: str) -> str:
 
 
 @pytest.fixture(scope="session")
-async def database_url() -> AsyncIterator[str]:
-    server = os.environ.get("DATABASE_URL")
-    if not server:
-        pytest.skip("DATABASE_URL not set")
+async def database_url(postgres_server_url: str) -> AsyncIterator[str]:
+    server = postgres_server_url
     name = f"gw_test_{uuid.uuid4().hex[:12]}"
     admin = await asyncpg.connect(server)
     try:

@@ -1,4 +1,4 @@
-"""commands.py against a fresh migrated PostgreSQL (skipped without DATABASE_URL)."""
+"""commands.py against a fresh migrated PostgreSQL (an embedded server unless DATABASE_URL is set)."""
 
 from __future__ import annotations
 

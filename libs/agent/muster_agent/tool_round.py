@@ -1,0 +1,80 @@
+"""Running the open local tool calls of a round, in order.
+
+Each tool's start is recorded before it runs, in the same transaction as whatever had to be
+recorded just before (the ASSISTANT message, or the previous tool's result), so a round of
+n tools costs n + 1 transactions. A call found started but unanswered was cut off by a
+crash: it gets an "interrupted" result and is never run again.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from typing import Any
+from uuid import UUID
+
+from muster_contracts import events as ev
+
+from muster_agent import session_store as store
+from muster_agent.session_store import Item, SessionState
+from muster_agent.tools.registry import is_local_tool, run_local_tool
+from muster_agent.tools.schemas import DELEGATION_TOOL_NAMES
+from muster_agent.tools.workspace import Workspace
+
+log = logging.getLogger("muster.loop")
+
+INTERRUPTED = "interrupted: this tool call was cut off by a crash and was not retried"
+
+
+async def run_local_calls(
+    deps: Any, state: SessionState, round_message_id: UUID, calls: list[dict[str, Any]],
+    lead: list[Item],
+) -> bool:
+    """Record `lead`, then run `calls` up to the first delegation (which the caller hands
+    to the delegation hook). False when the session no longer runs here."""
+    count: int | None = state.message_count
+    carry = list(lead)
+    workspace = Workspace(deps.workspaces / str(state.root_session_id))
+    allowed = _allowed_tools(deps, state)
+    for call in calls:
+        if call["name"] in DELEGATION_TOOL_NAMES and deps.delegation is not None:
+            break
+        if call["id"] in state.started_tool_calls:
+            carry.append(store.tool_message(call["id"], store.interrupted_result(INTERRUPTED)))
+            continue
+        refusal = _refusal(call["name"], allowed)
+        if refusal is not None:
+            carry.append(store.tool_message(call["id"], store.interrupted_result(refusal)))
+            continue
+        carry.append(ev.ToolCallStarted(message_id=round_message_id, tool_call_id=call["id"], name=call["name"]))
+        assert count is not None
+        count = await store.record_items(deps.pool, state.session_id, count, carry)
+        if count is None:
+            return False
+        outcome = await run_local_tool(workspace, call["name"], call["arguments"])
+        log.info("tool_call_finished session=%s tool=%s success=%s",
+                 state.session_id, call["name"], outcome.get("success"))
+        carry = [store.tool_message(call["id"], json.dumps(outcome))]
+    if carry:
+        assert count is not None
+        count = await store.record_items(deps.pool, state.session_id, count, carry)
+    return count is not None
+
+
+def _allowed_tools(deps: Any, state: SessionState) -> frozenset[str]:
+    try:
+        return frozenset(deps.agents.get(state.agent_type).tools_for(state.session_type))
+    except KeyError:
+        return frozenset()
+
+
+def _refusal(name: str, allowed: frozenset[str]) -> str | None:
+    """Why a call the model made may not run here, or None. Checked before recording a
+    start, so a refused call never counts as interrupted."""
+    if name in DELEGATION_TOOL_NAMES:
+        return "subagents cannot delegate" if name not in allowed else None
+    if not is_local_tool(name):
+        return f"unknown tool {name!r}"
+    if name not in allowed:
+        return f"tool {name!r} is not available to this agent"
+    return None

@@ -1,0 +1,43 @@
+"""Suite-wide fixtures: a PostgreSQL server for database-level tests — the one of
+$DATABASE_URL when given, else an embedded one started for this test session."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import socket
+import subprocess
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import pytest
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+@pytest.fixture(scope="session")
+async def postgres_server_url(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[str]:
+    """URL of a server on which tests may create and drop their own databases."""
+    given = os.environ.get("DATABASE_URL")
+    if given:
+        yield given
+        return
+    from muster_launcher import postgres
+
+    data_dir = Path(tmp_path_factory.mktemp("pg"))
+    port = _free_port()
+    spec = postgres.postgres_spec(data_dir, port)
+    assert spec.prepare is not None
+    await spec.prepare()
+    proc = subprocess.Popen(spec.argv, user=spec.user, cwd=spec.cwd,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        await postgres.wait_ready(port)
+        yield postgres.postgres_url(port, "postgres")
+    finally:
+        proc.terminate()
+        await asyncio.to_thread(proc.wait, 15)
