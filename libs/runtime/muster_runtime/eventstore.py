@@ -14,7 +14,7 @@ from muster_contracts.upcasting import load_event
 
 from muster_runtime import topics
 from muster_runtime.db import Connection, UniqueViolation
-from muster_runtime.projector import project
+from muster_runtime.projector import project_all
 
 
 class ConcurrencyError(Exception):
@@ -58,32 +58,38 @@ async def append(
     """
     if expected_version is None:
         expected_version = await current_version(conn, stream_id)
+    if not events:
+        return []
     meta = metadata or {}
     now = datetime.now(UTC)
-    stored: list[StoredEvent] = []
+    versions = list(range(expected_version + 1, expected_version + 1 + len(events)))
+    event_ids = [uuid4() for _ in events]
     try:
-        async with conn.transaction():  # savepoint: a conflict leaves the caller's tx usable
-            for offset, event in enumerate(events, start=1):
-                event_id = uuid4()
-                position = await conn.fetchval(
-                    """INSERT INTO events (stream_id, stream_version, event_id, type,
-                           schema_version, payload, metadata, recorded_at)
-                       VALUES ($1, $2, $3, $4, $5, $6, $7, $8) RETURNING position""",
-                    stream_id, expected_version + offset, event_id, event.type,
-                    event.schema_version, event.payload(), meta, now,
-                )
-                stored.append(StoredEvent(
-                    position, stream_id, expected_version + offset, event_id, now, meta, event
-                ))
+        # One statement for the whole append; positions come back in insertion order.
+        rows = await conn.fetch(
+            """INSERT INTO events (stream_id, stream_version, event_id, type, schema_version,
+                   payload, metadata, recorded_at)
+               SELECT $1, v, id, t, sv, p, $7, $8
+               FROM unnest($2::int[], $3::uuid[], $4::text[], $5::int[], $6::jsonb[])
+                   AS x(v, id, t, sv, p)
+               RETURNING position""",
+            stream_id, versions, event_ids, [e.type for e in events],
+            [e.schema_version for e in events], [e.payload() for e in events], meta, now,
+        )
     except UniqueViolation as exc:
         if "events_stream_version_key" in str(exc.constraint_name or exc):
             raise ConcurrencyError(f"stream {stream_id} moved past {expected_version}") from exc
         raise
-    for item in stored:
-        await project(conn, item)
-    await conn.executemany(
-        "INSERT INTO outbox (topic, key, event_position) VALUES ($1, $2, $3)",
-        [(topics.EVENTS, stream_id, item.position) for item in stored],
+    stored = [
+        StoredEvent(row["position"], stream_id, version, event_id, now, meta, event)
+        for row, version, event_id, event in zip(rows, versions, event_ids, events, strict=True)
+    ]
+    await project_all(conn, stored)
+    # One outbox row per append: the relay reads the events it covers from the store.
+    await conn.execute(
+        """INSERT INTO outbox (topic, key, event_position, event_last_position)
+           VALUES ($1, $2, $3, $4)""",
+        topics.EVENTS, stream_id, stored[0].position, stored[-1].position,
     )
     await conn.execute("SELECT pg_notify('muster_outbox', '')")
     return stored

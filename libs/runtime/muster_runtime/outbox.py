@@ -107,20 +107,25 @@ class OutboxRelay:
         async with self._pool.acquire() as conn, conn.transaction():
             await conn.execute("SELECT pg_advisory_xact_lock($1)", RELAY_LOCK_KEY)
             rows = await conn.fetch(
-                """SELECT o.id, o.topic, o.key, o.payload, o.event_position,
+                """SELECT o.id, o.topic, o.key, o.payload, e.position AS event_position,
                           e.event_id, e.stream_id, e.stream_version, e.type, e.schema_version,
                           e.payload AS event_payload, e.metadata, e.recorded_at
-                   FROM outbox o LEFT JOIN events e ON e.position = o.event_position
-                   ORDER BY o.id LIMIT $1""",
+                   FROM (SELECT * FROM outbox ORDER BY id LIMIT $1) o
+                   LEFT JOIN events e ON o.event_position IS NOT NULL AND e.stream_id = o.key
+                        AND e.position BETWEEN o.event_position AND o.event_last_position
+                   ORDER BY o.id, e.position""",
                 self._batch,
             )
             if not rows:
                 return 0
             batch = []
             for row in rows:
+                if row["payload"] is None and row["event_position"] is None:
+                    continue  # events row missing: cannot happen (same transaction), skip safely
                 body = row["payload"] if row["event_position"] is None else _event_message(row)
                 batch.append((row["topic"], row["key"].encode(), json.dumps(body).encode()))
             await self._publish(batch)
-            await conn.execute("DELETE FROM outbox WHERE id = ANY($1::bigint[])", [r["id"] for r in rows])
+            ids = sorted({r["id"] for r in rows})
+            await conn.execute("DELETE FROM outbox WHERE id = ANY($1::bigint[])", ids)
             self.published += len(rows)
-            return len(rows)
+            return len(ids)

@@ -114,11 +114,20 @@ def _sid(stored: StoredEvent) -> UUID:
 
 
 async def project(conn: Connection, stored: StoredEvent) -> None:
-    handler = PROJECTIONS.get(stored.type)
-    if handler is not None:
-        await handler(conn, stored, stored.event)
-    if stored.type != "SessionCreated" and stored.type not in EXECUTION_EVENTS:
+    await project_all(conn, [stored])
+
+
+async def project_all(conn: Connection, events: list[StoredEvent]) -> None:
+    """Apply events of one stream, in order; the session row's version and time are set
+    once, from the last of them."""
+    for stored in events:
+        handler = PROJECTIONS.get(stored.type)
+        if handler is not None:
+            await handler(conn, stored, stored.event)
+    touching = [s for s in events if s.type != "SessionCreated" and s.type not in EXECUTION_EVENTS]
+    if touching:
+        last = touching[-1]
         await conn.execute(
             "UPDATE sessions SET version = $2, updated_at = $3 WHERE session_id = $1",
-            UUID(stored.stream_id), stored.stream_version, stored.recorded_at,
+            UUID(last.stream_id), last.stream_version, last.recorded_at,
         )
