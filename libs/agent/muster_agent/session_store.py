@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from typing import Any
 from uuid import UUID, uuid4
 
+import asyncpg
 from muster_contracts import events as ev
 from muster_runtime import eventstore
 from muster_runtime.db import Connection, Pool
@@ -49,6 +50,9 @@ async def lock_session(conn: Connection, session_id: UUID) -> Any:
 
 
 async def load_state(conn: Connection | Pool, session_id: UUID) -> SessionState | None:
+    if isinstance(conn, asyncpg.Pool):
+        async with conn.acquire() as held:
+            return await load_state(held, session_id)
     row = await conn.fetchrow("SELECT * FROM sessions WHERE session_id = $1", session_id)
     if row is None:
         return None
