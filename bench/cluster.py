@@ -29,11 +29,24 @@ class BenchCluster:
         self.proc: subprocess.Popen[str] | None = None
 
     def __enter__(self) -> BenchCluster:
-        env = dict(os.environ, MUSTER_DATA_DIR=str(self.data_dir), MUSTER_GATEWAY_PORT=str(free_port()),
-                   MUSTER_TOKENS=f"{self.token}=bench", MUSTER_LOG_LEVEL=os.environ.get("MUSTER_LOG_LEVEL", "WARNING"), PYTHONUNBUFFERED="1")
-        self.proc = subprocess.Popen([str(ROOT / ".venv/bin/muster"), "run"], cwd=ROOT, env=env, text=True,
-                                     stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True)
-        log = open(self.data_dir / "launcher.log", "w")  # noqa: SIM115 - lives as long as the reader
+        env = dict(
+            os.environ,
+            MUSTER_DATA_DIR=str(self.data_dir),
+            MUSTER_GATEWAY_PORT=str(free_port()),
+            MUSTER_TOKENS=f"{self.token}=bench",
+            MUSTER_LOG_LEVEL=os.environ.get("MUSTER_LOG_LEVEL", "WARNING"),
+            PYTHONUNBUFFERED="1",
+        )
+        self.proc = subprocess.Popen(
+            [str(ROOT / ".venv/bin/muster"), "run"],
+            cwd=ROOT,
+            env=env,
+            text=True,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+        log = open(self.data_dir / "launcher.log", "w")
         ready = threading.Event()
 
         def read() -> None:

@@ -13,7 +13,6 @@ import asyncio
 import json
 import statistics
 import time
-from pathlib import Path
 from typing import Any
 
 import websockets
@@ -22,20 +21,24 @@ from bench.cluster import ROOT, BenchCluster
 from bench.floors import kafka_round_trip_ms, p50, postgres_commit_ms
 
 
+def child_script(tag: str, i: int) -> str:
+    step = {"tool_calls": [{"name": "write_file", "arguments": {"path": f"{tag}/c{i}.txt", "content": "x"}}]}
+    return "#script " + json.dumps({"steps": [step, {"content": f"child {i} done"}]})
+
+
 def parent_script(k: int, tag: str) -> str:
-    child = lambda i: "#script " + json.dumps({"steps": [  # noqa: E731
-        {"tool_calls": [{"name": "write_file", "arguments": {"path": f"{tag}/c{i}.txt", "content": "x"}}]},
-        {"content": f"child {i} done"},
-    ]})
-    return "#script " + json.dumps({"steps": [
-        {"tool_calls": [{"name": "delegate", "arguments": {"agent_type": "coder", "task": child(i)}} for i in range(k)]},
-        {"content": "parent done"},
-    ]})
+    calls = [
+        {"name": "delegate", "arguments": {"agent_type": "coder", "task": child_script(tag, i)}}
+        for i in range(k)
+    ]
+    return "#script " + json.dumps({"steps": [{"tool_calls": calls}, {"content": "parent done"}]})
 
 
 async def one_turn(ws: Any, k: int, tag: str) -> float:
     started = time.perf_counter()
-    await ws.send(json.dumps({"type": "create_session", "id": tag, "data": {"content": parent_script(k, tag)}}))
+    await ws.send(
+        json.dumps({"type": "create_session", "id": tag, "data": {"content": parent_script(k, tag)}})
+    )
     session_id = None
     async for raw in ws:
         frame = json.loads(raw)
@@ -71,13 +74,17 @@ async def workload(cluster: BenchCluster, n: int, k: int, c: int, label: str) ->
     cpu_after = cluster.cpu_seconds()
     q = statistics.quantiles(latencies, n=100)
     return {
-        "n": n, "k": k, "c": c,
+        "n": n,
+        "k": k,
+        "c": c,
         "wall_s": round(wall, 3),
         "turns_per_s": round(n / wall, 2),
         "children_per_s": round(n * k / wall, 2),
         "latency_ms": {"p50": round(p50(latencies), 1), "p95": round(q[94], 1), "p99": round(q[98], 1)},
-        "cpu_s_per_turn": {role: round((cpu_after.get(role, 0) - cpu_before.get(role, 0)) / n, 4)
-                           for role in sorted(cpu_after)},
+        "cpu_s_per_turn": {
+            role: round((cpu_after.get(role, 0) - cpu_before.get(role, 0)) / n, 4)
+            for role in sorted(cpu_after)
+        },
     }
 
 
@@ -95,9 +102,13 @@ def table(report: dict[str, Any]) -> str:
             f"{run['c']:>3} {run['n']:>5} {run['k']:>2} {run['turns_per_s']:>8} {run['children_per_s']:>10} "
             f"{lat['p50']:>8} {lat['p95']:>8} {lat['p99']:>8} {run['p50_over_kafka_rtt']:>9} {run['p50_over_pg_commit']:>7}"
         )
-    lines.append("CPU seconds per turn: " + "; ".join(
-        f"C={run['c']}: " + ", ".join(f"{role} {sec}" for role, sec in run["cpu_s_per_turn"].items())
-        for run in report["runs"]))
+    lines.append(
+        "CPU seconds per turn: "
+        + "; ".join(
+            f"C={run['c']}: " + ", ".join(f"{role} {sec}" for role, sec in run["cpu_s_per_turn"].items())
+            for run in report["runs"]
+        )
+    )
     return "\n".join(lines)
 
 
@@ -115,7 +126,12 @@ async def main(args: argparse.Namespace) -> None:
             run["p50_over_kafka_rtt"] = round(run["latency_ms"]["p50"] / floors["kafka_rtt_ms_p50"], 1)
             run["p50_over_pg_commit"] = round(run["latency_ms"]["p50"] / floors["pg_commit_ms_p50"], 1)
             runs.append(run)
-    report = {"workload": "fanout", "floors": floors, "runs": runs, "time": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
+    report = {
+        "workload": "fanout",
+        "floors": floors,
+        "runs": runs,
+        "time": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+    }
     print(table(report))
     out = ROOT / "bench-results"
     out.mkdir(exist_ok=True)

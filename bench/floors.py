@@ -20,8 +20,13 @@ async def kafka_round_trip_ms(bootstrap: str, samples: int = 200, fetch_max_wait
     await admin.create_topics([NewTopic(ping, 1, 1), NewTopic(pong, 1, 1)])
     await admin.close()
     producer = AIOKafkaProducer(bootstrap_servers=bootstrap, linger_ms=0)
-    options = dict(bootstrap_servers=bootstrap, auto_offset_reset="earliest", fetch_max_wait_ms=fetch_max_wait_ms,
-                   session_timeout_ms=2000, heartbeat_interval_ms=500)
+    options = dict(
+        bootstrap_servers=bootstrap,
+        auto_offset_reset="earliest",
+        fetch_max_wait_ms=fetch_max_wait_ms,
+        session_timeout_ms=2000,
+        heartbeat_interval_ms=500,
+    )
     echo_in = AIOKafkaConsumer(ping, group_id=f"echo-{ping}", **options)
     back = AIOKafkaConsumer(pong, group_id=f"back-{pong}", **options)
     await asyncio.gather(producer.start(), echo_in.start(), back.start())

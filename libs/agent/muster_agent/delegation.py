@@ -58,11 +58,18 @@ class Delegator:
                         parent_events += await self._followup(conn, state, call)
                 except DelegationRefused as refused:
                     seq += 1
-                    parent_events.append(ev.MessageRecorded(
-                        message_id=uuid4(), seq=seq, role="TOOL", tool_call_id=call["id"],
-                        content=json.dumps({"success": False, "error": str(refused)}),
-                    ))
-            await eventstore.append(conn, str(state.session_id), parent_events, expected_version=row["version"])
+                    parent_events.append(
+                        ev.MessageRecorded(
+                            message_id=uuid4(),
+                            seq=seq,
+                            role="TOOL",
+                            tool_call_id=call["id"],
+                            content=json.dumps({"success": False, "error": str(refused)}),
+                        )
+                    )
+            await eventstore.append(
+                conn, str(state.session_id), parent_events, expected_version=row["version"]
+            )
         return True
 
     def _agent_type(self, value: str) -> str:
@@ -72,7 +79,9 @@ class Delegator:
             known = ", ".join(self.agents.names())
             raise DelegationRefused(f"unknown agent type {value!r}; available: {known}") from None
 
-    async def _delegate(self, conn: Connection, state: SessionState, call: dict[str, Any]) -> list[ev.DomainEvent]:
+    async def _delegate(
+        self, conn: Connection, state: SessionState, call: dict[str, Any]
+    ) -> list[ev.DomainEvent]:
         agent_type, task = _text(call, "agent_type"), _text(call, "task")
         if not agent_type.strip() or not task.strip():
             raise DelegationRefused("delegate requires non-empty 'agent_type' and 'task'")
@@ -80,22 +89,41 @@ class Delegator:
         execution_id = execution_id_for(state.session_id, call["id"])
         child_id = uuid5(NAMESPACE, f"child:{execution_id}")
         task_message_id = uuid5(NAMESPACE, f"task:{execution_id}")
-        await eventstore.append(conn, str(child_id), [
-            ev.SessionCreated(
-                session_id=child_id, user_id=state.user_id, session_type="SUBAGENT",
-                parent_session_id=state.session_id, root_session_id=state.root_session_id,
-                title=task[:80], agent_type=agent_type,
-            ),
-            ev.MessageRecorded(message_id=task_message_id, seq=1, role="USER", content=task),
-            ev.SessionPhaseChanged(phase="RUNNING"),
-        ], expected_version=0)
+        await eventstore.append(
+            conn,
+            str(child_id),
+            [
+                ev.SessionCreated(
+                    session_id=child_id,
+                    user_id=state.user_id,
+                    session_type="SUBAGENT",
+                    parent_session_id=state.session_id,
+                    root_session_id=state.root_session_id,
+                    title=task[:80],
+                    agent_type=agent_type,
+                ),
+                ev.MessageRecorded(message_id=task_message_id, seq=1, role="USER", content=task),
+                ev.SessionPhaseChanged(phase="RUNNING"),
+            ],
+            expected_version=0,
+        )
         return await self._start_execution(
-            conn, state, call, execution_id=execution_id, child_id=child_id,
-            agent_type=agent_type, task=task, invocation="DELEGATE", round_=1,
-            start_message_id=task_message_id, announce_child=True,
+            conn,
+            state,
+            call,
+            execution_id=execution_id,
+            child_id=child_id,
+            agent_type=agent_type,
+            task=task,
+            invocation="DELEGATE",
+            round_=1,
+            start_message_id=task_message_id,
+            announce_child=True,
         )
 
-    async def _followup(self, conn: Connection, state: SessionState, call: dict[str, Any]) -> list[ev.DomainEvent]:
+    async def _followup(
+        self, conn: Connection, state: SessionState, call: dict[str, Any]
+    ) -> list[ev.DomainEvent]:
         child_ref, task = _text(call, "child_session_id").strip(), _text(call, "task")
         if not child_ref or not task.strip():
             raise DelegationRefused("delegate_followup requires non-empty 'child_session_id' and 'task'")
@@ -117,48 +145,96 @@ class Delegator:
             "SELECT count(*) FROM executions WHERE child_session_id = $1", child["session_id"]
         )
         task_message_id = uuid4()
-        await eventstore.append(conn, str(child["session_id"]), [
-            ev.MessageRecorded(
-                message_id=task_message_id, seq=child["message_count"] + 1, role="USER", content=task
-            ),
-            ev.SessionPhaseChanged(phase="RUNNING"),
-        ], expected_version=child["version"])
+        await eventstore.append(
+            conn,
+            str(child["session_id"]),
+            [
+                ev.MessageRecorded(
+                    message_id=task_message_id, seq=child["message_count"] + 1, role="USER", content=task
+                ),
+                ev.SessionPhaseChanged(phase="RUNNING"),
+            ],
+            expected_version=child["version"],
+        )
         return await self._start_execution(
-            conn, state, call, execution_id=execution_id_for(state.session_id, call["id"]),
-            child_id=child["session_id"], agent_type=agent_type, task=task,
-            invocation="FOLLOWUP", round_=int(runs) + 1, start_message_id=task_message_id,
+            conn,
+            state,
+            call,
+            execution_id=execution_id_for(state.session_id, call["id"]),
+            child_id=child["session_id"],
+            agent_type=agent_type,
+            task=task,
+            invocation="FOLLOWUP",
+            round_=int(runs) + 1,
+            start_message_id=task_message_id,
             announce_child=False,
         )
 
     async def _start_execution(
-        self, conn: Connection, state: SessionState, call: dict[str, Any], *,
-        execution_id: UUID, child_id: UUID, agent_type: str, task: str, invocation: str,
-        round_: int, start_message_id: UUID, announce_child: bool,
+        self,
+        conn: Connection,
+        state: SessionState,
+        call: dict[str, Any],
+        *,
+        execution_id: UUID,
+        child_id: UUID,
+        agent_type: str,
+        task: str,
+        invocation: ev.InvocationType,
+        round_: int,
+        start_message_id: UUID,
+        announce_child: bool,
     ) -> list[ev.DomainEvent]:
         """The execution's stream and command; returns the events for the parent's stream."""
         round_message = next(m for m in reversed(state.messages) if m.role == "ASSISTANT")
-        await eventstore.append(conn, str(execution_id), [ev.ExecutionStarted(
-            execution_id=execution_id, parent_session_id=state.session_id,
-            parent_tool_call_id=call["id"], parent_message_id=round_message.message_id,
-            child_session_id=child_id, user_id=state.user_id, agent_type=agent_type,
-            invocation_type=invocation,  # type: ignore[arg-type]
-            task=task, round=round_, start_message_id=start_message_id,
-            deadline_at=datetime.now(UTC) + timedelta(seconds=self.timeout_s),
-        )], expected_version=0)
+        await eventstore.append(
+            conn,
+            str(execution_id),
+            [
+                ev.ExecutionStarted(
+                    execution_id=execution_id,
+                    parent_session_id=state.session_id,
+                    parent_tool_call_id=call["id"],
+                    parent_message_id=round_message.message_id,
+                    child_session_id=child_id,
+                    user_id=state.user_id,
+                    agent_type=agent_type,
+                    invocation_type=invocation,
+                    task=task,
+                    round=round_,
+                    start_message_id=start_message_id,
+                    deadline_at=datetime.now(UTC) + timedelta(seconds=self.timeout_s),
+                )
+            ],
+            expected_version=0,
+        )
         parent_events: list[ev.DomainEvent] = [
-            ev.ToolCallStarted(message_id=round_message.message_id, tool_call_id=call["id"], name=call["name"])
+            ev.ToolCallStarted(
+                message_id=round_message.message_id, tool_call_id=call["id"], name=call["name"]
+            )
         ]
         if announce_child:
-            parent_events.append(ev.SubagentSessionCreated(
-                child_session_id=child_id, tool_call_id=call["id"], agent_type=agent_type,
+            parent_events.append(
+                ev.SubagentSessionCreated(
+                    child_session_id=child_id,
+                    tool_call_id=call["id"],
+                    agent_type=agent_type,
+                    execution_id=execution_id,
+                )
+            )
+        parent_events.append(
+            ev.ExecutionStatusChanged(execution_id=execution_id, status="RUNNING", delivery_status="PENDING")
+        )
+        await outbox.enqueue(
+            conn,
+            topics.DELEGATIONS,
+            str(child_id),
+            RunExecution(
                 execution_id=execution_id,
-            ))
-        parent_events.append(ev.ExecutionStatusChanged(
-            execution_id=execution_id, status="RUNNING", delivery_status="PENDING"
-        ))
-        await outbox.enqueue(conn, topics.DELEGATIONS, str(child_id), RunExecution(
-            execution_id=execution_id, child_session_id=child_id, parent_session_id=state.session_id,
-        ))
+                child_session_id=child_id,
+                parent_session_id=state.session_id,
+            ),
+        )
         return parent_events
 
 

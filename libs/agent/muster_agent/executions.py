@@ -23,7 +23,8 @@ async def finish_execution(
     execution = await conn.fetchrow(
         """SELECT * FROM executions WHERE child_session_id = $1 AND status = ANY($2::text[])
            ORDER BY round DESC LIMIT 1""",
-        state.session_id, list(OPEN_STATUSES),
+        state.session_id,
+        list(OPEN_STATUSES),
     )
     if execution is None:
         return
@@ -37,9 +38,7 @@ async def finish_execution(
     }
     answer = next((e for e in final if isinstance(e, ev.MessageRecorded)), None)
     if answer is not None:
-        messages.append(StoredMessage(
-            answer.message_id, answer.seq, answer.role, answer.content, None, None
-        ))
+        messages.append(StoredMessage(answer.message_id, answer.seq, answer.role, answer.content, None, None))
         if answer.usage is not None:
             usages[answer.message_id] = answer.usage.model_dump()
     start_seq = next((m.seq for m in messages if m.message_id == execution["start_message_id"]), 0)
@@ -47,19 +46,32 @@ async def finish_execution(
     completed = phase.phase == "COMPLETED"
     # Lock order everywhere: child session, parent session, then the execution.
     parent = await store.lock_session(conn, execution["parent_session_id"])
-    await eventstore.append(conn, str(execution["execution_id"]), [ev.ExecutionFinished(
-        status="COMPLETED" if completed else "FAILED",
-        result=answer.content if answer is not None else None,
-        error=None if completed else (phase.error or "the subagent failed"),
-        final_message_id=answer.message_id if answer is not None else None,
-        end_message_id=messages[-1].message_id if messages else None,
-        rounds=rounds, tool_calls=tool_calls, usage=usage,
-    )], expected_version=execution["version"])
-    await announce(conn, parent, ev.ExecutionStatusChanged(
-        execution_id=execution["execution_id"],
-        status="COMPLETED" if completed else "FAILED",
-        delivery_status="PENDING",
-    ))
+    await eventstore.append(
+        conn,
+        str(execution["execution_id"]),
+        [
+            ev.ExecutionFinished(
+                status="COMPLETED" if completed else "FAILED",
+                result=answer.content if answer is not None else None,
+                error=None if completed else (phase.error or "the subagent failed"),
+                final_message_id=answer.message_id if answer is not None else None,
+                end_message_id=messages[-1].message_id if messages else None,
+                rounds=rounds,
+                tool_calls=tool_calls,
+                usage=usage,
+            )
+        ],
+        expected_version=execution["version"],
+    )
+    await announce(
+        conn,
+        parent,
+        ev.ExecutionStatusChanged(
+            execution_id=execution["execution_id"],
+            status="COMPLETED" if completed else "FAILED",
+            delivery_status="PENDING",
+        ),
+    )
 
 
 async def announce(conn: Connection, parent: Any, event: ev.DomainEvent) -> None:

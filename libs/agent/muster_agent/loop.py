@@ -36,7 +36,9 @@ log = logging.getLogger("muster.loop")
 ToolHook = Callable[[SessionState, list[dict[str, Any]]], Awaitable[bool]]
 # Called inside the transaction that ends a turn (row locked), before it commits: the worker
 # records the execution's terminal status here, atomically with the final answer.
-CloseHook = Callable[[Connection, SessionState, list[ev.DomainEvent], ev.SessionPhaseChanged], Awaitable[None]]
+CloseHook = Callable[
+    [Connection, SessionState, list[ev.DomainEvent], ev.SessionPhaseChanged], Awaitable[None]
+]
 
 TRANSIENT = (eventstore.ConcurrencyError, asyncpg.DeadlockDetectedError, asyncpg.SerializationError)
 
@@ -75,7 +77,8 @@ async def step(deps: LoopDeps, session_id: UUID) -> str:
         return StepOutcome.IDLE
     pending = pending_tool_calls(state.messages)
     actionable = [
-        call for call in pending
+        call
+        for call in pending
         if not (call["name"] in DELEGATION_TOOL_NAMES and call["id"] in state.started_tool_calls)
     ]
     if actionable:
@@ -125,8 +128,12 @@ async def _record_reply(deps: LoopDeps, state: SessionState, reply: ModelReply) 
 
     def answer(seq: int) -> ev.MessageRecorded:
         return ev.MessageRecorded(
-            message_id=message_id, seq=seq, role="ASSISTANT", content=reply.content,
-            tool_calls=calls or None, usage=usage,
+            message_id=message_id,
+            seq=seq,
+            role="ASSISTANT",
+            content=reply.content,
+            tool_calls=calls or None,
+            usage=usage,
         )
 
     if not calls:
@@ -141,7 +148,9 @@ async def _run_open_calls(deps: LoopDeps, state: SessionState, calls: list[dict[
     round_ = next(m for m in reversed(state.messages) if m.role == "ASSISTANT")
     if calls[0]["name"] in DELEGATION_TOOL_NAMES and deps.delegation is not None:
         # All delegations still open in this round are created in one transaction.
-        batch = [c for c in calls if c["name"] in DELEGATION_TOOL_NAMES and c["id"] not in state.started_tool_calls]
+        batch = [
+            c for c in calls if c["name"] in DELEGATION_TOOL_NAMES and c["id"] not in state.started_tool_calls
+        ]
         return StepOutcome.CONTINUE if await deps.delegation(state, batch) else StepOutcome.IDLE
     ok = await run_local_calls(deps, state, round_.message_id, calls, lead=[])
     return StepOutcome.CONTINUE if ok else StepOutcome.IDLE
@@ -152,7 +161,11 @@ async def _close_turn(
 ) -> str:
     """End the turn (COMPLETED, or FAILED with `failure`) and, in the same transaction,
     start the next one if a message was queued meanwhile."""
-    phase = ev.SessionPhaseChanged(phase="FAILED", error=failure) if failure else ev.SessionPhaseChanged(phase="COMPLETED")
+    phase = (
+        ev.SessionPhaseChanged(phase="FAILED", error=failure)
+        if failure
+        else ev.SessionPhaseChanged(phase="COMPLETED")
+    )
     async with deps.pool.acquire() as conn, conn.transaction():
         row = await store.lock_session(conn, state.session_id)
         if row is None or row["phase"] not in store.RUNNING_PHASES:

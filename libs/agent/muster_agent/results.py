@@ -36,7 +36,9 @@ def execution_result(execution: Any) -> str:
     return json.dumps(body)
 
 
-def account(messages: list[StoredMessage], usages: dict[Any, Any], start_seq: int) -> tuple[int, int, ev.TokenUsage]:
+def account(
+    messages: list[StoredMessage], usages: dict[Any, Any], start_seq: int
+) -> tuple[int, int, ev.TokenUsage]:
     """Rounds, tool calls and token usage of the messages after `start_seq` (one run)."""
     rounds = tool_calls = prompt = completion = 0
     for message in messages:

@@ -44,9 +44,7 @@ class SessionState:
 
 
 async def lock_session(conn: Connection, session_id: UUID) -> Any:
-    return await conn.fetchrow(
-        "SELECT * FROM sessions WHERE session_id = $1 FOR UPDATE", session_id
-    )
+    return await conn.fetchrow("SELECT * FROM sessions WHERE session_id = $1 FOR UPDATE", session_id)
 
 
 async def load_state(conn: Connection | Pool, session_id: UUID) -> SessionState | None:
@@ -61,9 +59,7 @@ async def load_state(conn: Connection | Pool, session_id: UUID) -> SessionState 
            WHERE session_id = $1 AND NOT discarded ORDER BY seq""",
         session_id,
     )
-    started = await conn.fetch(
-        "SELECT tool_call_id FROM tool_runs WHERE session_id = $1", session_id
-    )
+    started = await conn.fetch("SELECT tool_call_id FROM tool_runs WHERE session_id = $1", session_id)
     return SessionState(
         session_id=row["session_id"],
         user_id=row["user_id"],
@@ -83,9 +79,7 @@ async def load_state(conn: Connection | Pool, session_id: UUID) -> SessionState 
 EventsFor = Callable[[int], Sequence[ev.DomainEvent]]
 
 
-async def record_if_current(
-    pool: Pool, session_id: UUID, expected_count: int, events_for: EventsFor
-) -> bool:
+async def record_if_current(pool: Pool, session_id: UUID, expected_count: int, events_for: EventsFor) -> bool:
     """Append `events_for(next_seq)` only if the session still runs and nobody recorded a
     message since the caller looked (`expected_count`). False means: drop your result."""
     async with pool.acquire() as conn, conn.transaction():
@@ -116,7 +110,9 @@ def message_items(items: Sequence[Item], first_seq: int) -> list[ev.DomainEvent]
     return events
 
 
-async def record_items(pool: Pool, session_id: UUID, expected_count: int, items: Sequence[Item]) -> int | None:
+async def record_items(
+    pool: Pool, session_id: UUID, expected_count: int, items: Sequence[Item]
+) -> int | None:
     """`record_if_current` for a list of events and message builders; returns the new
     message count, or None when the caller must drop its result."""
     recorded = await record_if_current(
@@ -156,14 +152,21 @@ async def start_next_turn(conn: Connection, row: Any, *, after: Sequence[ev.Doma
         assert state is not None
         for call in pending_tool_calls(state.messages):
             seq += 1
-            events.append(ev.MessageRecorded(
-                message_id=uuid4(), seq=seq, role="TOOL", tool_call_id=call["id"],
-                content=interrupted_result("interrupted: the turn ended before this tool call finished"),
-            ))
+            events.append(
+                ev.MessageRecorded(
+                    message_id=uuid4(),
+                    seq=seq,
+                    role="TOOL",
+                    tool_call_id=call["id"],
+                    content=interrupted_result("interrupted: the turn ended before this tool call finished"),
+                )
+            )
         seq += 1
-        events.append(ev.MessageRecorded(
-            message_id=queued["message_id"], seq=seq, role="USER", content=queued["content"]
-        ))
+        events.append(
+            ev.MessageRecorded(
+                message_id=queued["message_id"], seq=seq, role="USER", content=queued["content"]
+            )
+        )
         events.append(ev.SessionPhaseChanged(phase="RUNNING"))
     if events:
         await eventstore.append(conn, str(session_id), events, expected_version=row["version"])

@@ -27,7 +27,10 @@ INTERRUPTED = "interrupted: this tool call was cut off by a crash and was not re
 
 
 async def run_local_calls(
-    deps: Any, state: SessionState, round_message_id: UUID, calls: list[dict[str, Any]],
+    deps: Any,
+    state: SessionState,
+    round_message_id: UUID,
+    calls: list[dict[str, Any]],
     lead: list[Item],
 ) -> bool:
     """Record `lead`, then run `calls` up to the first delegation (which the caller hands
@@ -46,14 +49,20 @@ async def run_local_calls(
         if refusal is not None:
             carry.append(store.tool_message(call["id"], store.interrupted_result(refusal)))
             continue
-        carry.append(ev.ToolCallStarted(message_id=round_message_id, tool_call_id=call["id"], name=call["name"]))
+        carry.append(
+            ev.ToolCallStarted(message_id=round_message_id, tool_call_id=call["id"], name=call["name"])
+        )
         assert count is not None
         count = await store.record_items(deps.pool, state.session_id, count, carry)
         if count is None:
             return False
         outcome = await run_local_tool(workspace, call["name"], call["arguments"])
-        log.info("tool_call_finished session=%s tool=%s success=%s",
-                 state.session_id, call["name"], outcome.get("success"))
+        log.info(
+            "tool_call_finished session=%s tool=%s success=%s",
+            state.session_id,
+            call["name"],
+            outcome.get("success"),
+        )
         carry = [store.tool_message(call["id"], json.dumps(outcome))]
     if carry:
         assert count is not None

@@ -56,8 +56,6 @@ class CancelExecution(Envelope):
 
 
 SessionCommand = Annotated[ProcessSession | CancelSession | ResumeSession, Field(discriminator="type")]
-SESSION_COMMANDS: TypeAdapter[ProcessSession | CancelSession | ResumeSession] = TypeAdapter(
-    SessionCommand
-)
+SESSION_COMMANDS: TypeAdapter[ProcessSession | CancelSession | ResumeSession] = TypeAdapter(SessionCommand)
 DelegationCommand = Annotated[RunExecution | CancelExecution, Field(discriminator="type")]
 DELEGATION_COMMANDS: TypeAdapter[RunExecution | CancelExecution] = TypeAdapter(DelegationCommand)

@@ -177,7 +177,7 @@ AnyEvent = Annotated[
     | ExecutionStatusChanged,
     Field(discriminator="type"),
 ]
-EVENTS: TypeAdapter[DomainEvent] = TypeAdapter(AnyEvent)  # type: ignore[arg-type]
+EVENTS: TypeAdapter[DomainEvent] = TypeAdapter(AnyEvent)
 EVENT_TYPES: dict[str, type[DomainEvent]] = {
     cls.model_fields["type"].default: cls
     for cls in (

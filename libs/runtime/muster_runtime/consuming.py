@@ -9,11 +9,11 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Awaitable, Callable
-from typing import Any
+from typing import Any, TypeAlias
 
 from aiokafka.structs import ConsumerRecord
 
-Record = ConsumerRecord[bytes, bytes]
+Record: TypeAlias = "ConsumerRecord[bytes, bytes]"
 
 # Subscriber options for batch mode; `batch_timeout_ms` only bounds an idle wait; a fetch
 # that returns records is handed over at once.

@@ -52,7 +52,9 @@ class Edge:
                 log.exception("message_failed_permanently consumer=%s attempts=%d", self.consumer, attempts)
                 await self._park(raw, key, f"handler failed {attempts} times: {type(exc).__name__}: {exc}")
                 return
-            log.warning("message_failed consumer=%s attempt=%d error=%s", self.consumer, attempts, type(exc).__name__)
+            log.warning(
+                "message_failed consumer=%s attempt=%d error=%s", self.consumer, attempts, type(exc).__name__
+            )
             raise
         self._attempts.pop(offset or (raw,), None)
 

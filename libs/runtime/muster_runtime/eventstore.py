@@ -73,8 +73,14 @@ async def append(
                FROM unnest($2::int[], $3::uuid[], $4::text[], $5::int[], $6::jsonb[])
                    AS x(v, id, t, sv, p)
                RETURNING position""",
-            stream_id, versions, event_ids, [e.type for e in events],
-            [e.schema_version for e in events], [e.payload() for e in events], meta, now,
+            stream_id,
+            versions,
+            event_ids,
+            [e.type for e in events],
+            [e.schema_version for e in events],
+            [e.payload() for e in events],
+            meta,
+            now,
         )
     except UniqueViolation as exc:
         if "events_stream_version_key" in str(exc.constraint_name or exc):
@@ -89,7 +95,10 @@ async def append(
     await conn.execute(
         """INSERT INTO outbox (topic, key, event_position, event_last_position)
            VALUES ($1, $2, $3, $4)""",
-        topics.EVENTS, stream_id, stored[0].position, stored[-1].position,
+        topics.EVENTS,
+        stream_id,
+        stored[0].position,
+        stored[-1].position,
     )
     await conn.execute("SELECT pg_notify('muster_outbox', '')")
     return stored
@@ -113,16 +122,17 @@ async def read_stream(
     rows = await conn.fetch(
         """SELECT * FROM events WHERE stream_id = $1 AND position > $2
            ORDER BY position LIMIT $3""",
-        stream_id, after_position, limit,
+        stream_id,
+        after_position,
+        limit,
     )
     return [_row_to_stored(row) for row in rows]
 
 
-async def read_all(
-    conn: Connection, *, after_position: int = 0, limit: int = 5000
-) -> list[StoredEvent]:
+async def read_all(conn: Connection, *, after_position: int = 0, limit: int = 5000) -> list[StoredEvent]:
     rows = await conn.fetch(
         "SELECT * FROM events WHERE position > $1 ORDER BY position LIMIT $2",
-        after_position, limit,
+        after_position,
+        limit,
     )
     return [_row_to_stored(row) for row in rows]

@@ -51,8 +51,13 @@ def publisher(producer: AIOKafkaProducer) -> Publish:
 
 
 async def dead_letter(
-    producer: AIOKafkaProducer, *, source_topic: str, consumer: str, raw: bytes,
-    key: bytes | None, error: str,
+    producer: AIOKafkaProducer,
+    *,
+    source_topic: str,
+    consumer: str,
+    raw: bytes,
+    key: bytes | None,
+    error: str,
 ) -> None:
     """Park a message that can never be processed, with the reason, and move on."""
     body = {
@@ -65,5 +70,7 @@ async def dead_letter(
     await producer.send_and_wait(topics.DEAD_LETTERS, json.dumps(body).encode(), key=key)
     log.warning(
         "message_dead_lettered source_topic=%s consumer=%s error=%s",
-        source_topic, consumer, error.splitlines()[0][:200] if error else "",
+        source_topic,
+        consumer,
+        error.splitlines()[0][:200] if error else "",
     )

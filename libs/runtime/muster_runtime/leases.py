@@ -14,21 +14,23 @@ async def try_acquire(conn: Connection | Pool, resource_id: str, owner: str, ttl
                SET owner = EXCLUDED.owner, expires_at = EXCLUDED.expires_at
                WHERE leases.expires_at < now() OR leases.owner = EXCLUDED.owner
            RETURNING owner""",
-        resource_id, owner, ttl_s,
+        resource_id,
+        owner,
+        ttl_s,
     )
-    return owner_now == owner
+    return bool(owner_now == owner)
 
 
 async def renew(conn: Connection | Pool, resource_id: str, owner: str, ttl_s: float) -> bool:
     result = await conn.execute(
         """UPDATE leases SET expires_at = now() + make_interval(secs => $3)
            WHERE resource_id = $1 AND owner = $2""",
-        resource_id, owner, ttl_s,
+        resource_id,
+        owner,
+        ttl_s,
     )
-    return result.endswith(" 1")
+    return str(result).endswith(" 1")
 
 
 async def release(conn: Connection | Pool, resource_id: str, owner: str) -> None:
-    await conn.execute(
-        "DELETE FROM leases WHERE resource_id = $1 AND owner = $2", resource_id, owner
-    )
+    await conn.execute("DELETE FROM leases WHERE resource_id = $1 AND owner = $2", resource_id, owner)

@@ -11,9 +11,7 @@ import sys
 def configure(service: str) -> None:
     level = os.environ.get("MUSTER_LOG_LEVEL", "INFO").upper()
     handler = logging.StreamHandler(sys.stderr)
-    handler.setFormatter(
-        logging.Formatter(f"%(asctime)s %(levelname)s {service} %(name)s %(message)s")
-    )
+    handler.setFormatter(logging.Formatter(f"%(asctime)s %(levelname)s {service} %(name)s %(message)s"))
     root = logging.getLogger()
     root.handlers[:] = [handler]
     root.setLevel(level)

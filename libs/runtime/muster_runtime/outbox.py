@@ -31,7 +31,9 @@ async def enqueue(conn: Connection, topic: str, key: str, message: Envelope) -> 
     """Write a command to the outbox inside the caller's transaction."""
     await conn.execute(
         "INSERT INTO outbox (topic, key, payload) VALUES ($1, $2, $3)",
-        topic, key, message.model_dump(mode="json"),
+        topic,
+        key,
+        message.model_dump(mode="json"),
     )
     await conn.execute("SELECT pg_notify($1, '')", NOTIFY_CHANNEL)
 
@@ -76,7 +78,8 @@ class OutboxRelay:
     async def run(self) -> None:
         listener: asyncpg.Connection = await asyncpg.connect(self._database_url)
         try:
-            while not await listener.fetchval("SELECT pg_try_advisory_lock($1)", LEADER_LOCK_KEY):
+            # Standby: polling is the only way to learn that a session lock was freed.
+            while not await listener.fetchval("SELECT pg_try_advisory_lock($1)", LEADER_LOCK_KEY):  # noqa: ASYNC110
                 await asyncio.sleep(STANDBY_POLL_S)
             log.info("outbox_relay_leader")
             await listener.add_listener(NOTIFY_CHANNEL, lambda *_: self._wake.set())

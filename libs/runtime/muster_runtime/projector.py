@@ -29,8 +29,16 @@ async def _session_created(conn: Connection, s: StoredEvent, e: ev.SessionCreate
         """INSERT INTO sessions (session_id, user_id, session_type, parent_session_id,
                root_session_id, title, agent_type, model_id, version, created_at, updated_at)
            VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $10)""",
-        e.session_id, e.user_id, e.session_type, e.parent_session_id, e.root_session_id,
-        e.title, e.agent_type, e.model_id, s.stream_version, s.recorded_at,
+        e.session_id,
+        e.user_id,
+        e.session_type,
+        e.parent_session_id,
+        e.root_session_id,
+        e.title,
+        e.agent_type,
+        e.model_id,
+        s.stream_version,
+        s.recorded_at,
     )
 
 
@@ -39,7 +47,12 @@ async def _input_queued(conn: Connection, s: StoredEvent, e: ev.UserMessageQueue
         """INSERT INTO session_inputs (message_id, session_id, client_message_id, content,
                state, position, queued_at)
            VALUES ($1, $2, $3, $4, 'QUEUED', $5, $6)""",
-        e.message_id, _sid(s), e.client_message_id, e.content, s.position, s.recorded_at,
+        e.message_id,
+        _sid(s),
+        e.client_message_id,
+        e.content,
+        s.position,
+        s.recorded_at,
     )
 
 
@@ -57,18 +70,25 @@ async def _message_recorded(conn: Connection, s: StoredEvent, e: ev.MessageRecor
         """INSERT INTO messages (message_id, session_id, seq, role, content, tool_calls,
                tool_call_id, usage, position, created_at)
            VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)""",
-        e.message_id, _sid(s), e.seq, e.role, e.content, calls, e.tool_call_id, usage,
-        s.position, s.recorded_at,
+        e.message_id,
+        _sid(s),
+        e.seq,
+        e.role,
+        e.content,
+        calls,
+        e.tool_call_id,
+        usage,
+        s.position,
+        s.recorded_at,
     )
     await conn.execute(
         "UPDATE sessions SET message_count = greatest(message_count, $2) WHERE session_id = $1",
-        _sid(s), e.seq,
+        _sid(s),
+        e.seq,
     )
     if e.role == "USER":
         # A queued input becomes this USER message: same id, so the queue entry is consumed.
-        await conn.execute(
-            "UPDATE session_inputs SET state = 'CONSUMED' WHERE message_id = $1", e.message_id
-        )
+        await conn.execute("UPDATE session_inputs SET state = 'CONSUMED' WHERE message_id = $1", e.message_id)
 
 
 async def _messages_discarded(conn: Connection, s: StoredEvent, e: ev.MessagesDiscarded) -> None:
@@ -80,7 +100,9 @@ async def _messages_discarded(conn: Connection, s: StoredEvent, e: ev.MessagesDi
 async def _phase_changed(conn: Connection, s: StoredEvent, e: ev.SessionPhaseChanged) -> None:
     await conn.execute(
         "UPDATE sessions SET phase = $2, last_error = $3 WHERE session_id = $1",
-        _sid(s), e.phase, e.error,
+        _sid(s),
+        e.phase,
+        e.error,
     )
 
 
@@ -88,7 +110,11 @@ async def _tool_started(conn: Connection, s: StoredEvent, e: ev.ToolCallStarted)
     await conn.execute(
         """INSERT INTO tool_runs (session_id, tool_call_id, message_id, name, started_at)
            VALUES ($1, $2, $3, $4, $5)""",
-        _sid(s), e.tool_call_id, e.message_id, e.name, s.recorded_at,
+        _sid(s),
+        e.tool_call_id,
+        e.message_id,
+        e.name,
+        s.recorded_at,
     )
 
 
@@ -129,5 +155,7 @@ async def project_all(conn: Connection, events: list[StoredEvent]) -> None:
         last = touching[-1]
         await conn.execute(
             "UPDATE sessions SET version = $2, updated_at = $3 WHERE session_id = $1",
-            UUID(last.stream_id), last.stream_version, last.recorded_at,
+            UUID(last.stream_id),
+            last.stream_version,
+            last.recorded_at,
         )

@@ -58,5 +58,9 @@ class Settings:
             reconcile_interval_s=float(os.environ.get("MUSTER_RECONCILE_INTERVAL_S", "2")),
             execution_timeout_s=float(os.environ.get("MUSTER_EXECUTION_TIMEOUT_S", "3600")),
             cancel_grace_s=float(os.environ.get("MUSTER_CANCEL_GRACE_S", "30")),
-            **({"instance_id": os.environ["MUSTER_INSTANCE_ID"]} if os.environ.get("MUSTER_INSTANCE_ID") else {}),
+            **(
+                {"instance_id": os.environ["MUSTER_INSTANCE_ID"]}
+                if os.environ.get("MUSTER_INSTANCE_ID")
+                else {}
+            ),
         )

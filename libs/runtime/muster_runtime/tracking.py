@@ -15,6 +15,7 @@ async def first_delivery(conn: Connection, consumer: str, message_id: str) -> bo
     inserted = await conn.fetchval(
         """INSERT INTO processed_messages (consumer, message_id) VALUES ($1, $2)
            ON CONFLICT DO NOTHING RETURNING true""",
-        consumer, message_id,
+        consumer,
+        message_id,
     )
     return bool(inserted)

@@ -18,12 +18,16 @@ from muster_gateway.bootstrap import LIVE_EVENTS, build_broker
 @functools.cache
 def asyncapi_schema() -> dict[str, Any]:
     settings = Settings(
-        database_url="", kafka_bootstrap_servers="localhost:9092", data_dir=Path("."),
+        database_url="",
+        kafka_bootstrap_servers="localhost:9092",
+        data_dir=Path("."),
         instance_id="{instance_id}",
     )
     broker = build_broker(settings, lambda session_id: None)
     spec = AsyncAPI(
-        broker, title="muster gateway", version="0.1.0",
+        broker,
+        title="muster gateway",
+        version="0.1.0",
         description="Kafka side of the gateway: consumes muster.events, emits commands.",
     )
     schema: dict[str, Any] = spec.to_specification().to_jsonable()

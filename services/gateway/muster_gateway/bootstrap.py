@@ -41,12 +41,15 @@ def build_broker(settings: Settings, ring: Callable[[str], None]) -> KafkaBroker
     broker = KafkaBroker(
         settings.kafka_bootstrap_servers or "localhost",
         # Our log format; per-message "Received/Processed" lines only at DEBUG.
-        logger=logging.getLogger("muster.gateway.kafka"), log_level=logging.DEBUG,
+        logger=logging.getLogger("muster.gateway.kafka"),
+        log_level=logging.DEBUG,
     )
 
     # `**consumer_options` makes mypy fall back to an untyped overload of `subscriber`.
     @broker.subscriber(  # type: ignore[untyped-decorator]
-        topics.EVENTS, group_id=f"gateway-{settings.instance_id}", ack_policy=AckPolicy.ACK,
+        topics.EVENTS,
+        group_id=f"gateway-{settings.instance_id}",
+        ack_policy=AckPolicy.ACK,
         title=LIVE_EVENTS,
         description="Doorbell for WebSocket subscribers: each record (keyed by its stream id) "
         "names a stream that moved; the gateway then reads the new events from the event store.",
@@ -61,10 +64,18 @@ def build_broker(settings: Settings, ring: Callable[[str], None]) -> KafkaBroker
             ring(stream_id.decode(errors="replace"))
 
     # Documentation only (AsyncAPI): the gateway's commands reach Kafka through the outbox.
-    broker.publisher(topics.COMMANDS, title="gateway-commands", schema=ProcessSession,
-                     description="ProcessSession after a user message is accepted.")
-    broker.publisher(topics.COMMANDS, title="gateway-cancel", schema=CancelSession,
-                     description="CancelSession when a running turn is cancelled.")
+    broker.publisher(
+        topics.COMMANDS,
+        title="gateway-commands",
+        schema=ProcessSession,
+        description="ProcessSession after a user message is accepted.",
+    )
+    broker.publisher(
+        topics.COMMANDS,
+        title="gateway-cancel",
+        schema=CancelSession,
+        description="CancelSession when a running turn is cancelled.",
+    )
     return broker
 
 
@@ -78,8 +89,9 @@ async def _supervise(name: str, run: Callable[[], Awaitable[Any]]) -> None:
         except asyncio.CancelledError:
             raise
         except Exception as exc:
-            log.warning("background_task_failed task=%s error=%s retry_in_s=%.1f",
-                        name, type(exc).__name__, delay)
+            log.warning(
+                "background_task_failed task=%s error=%s retry_in_s=%.1f", name, type(exc).__name__, delay
+            )
             await asyncio.sleep(delay)
             delay = min(delay * 2, 10.0)
 
@@ -107,8 +119,11 @@ def build_app(settings: Settings, *, tokens: Mapping[str, str], kafka: bool = Tr
         async with AsyncExitStack() as stack:
             pool = await create_pool(settings.database_url)
             stack.push_async_callback(_close_pool, pool)
-            hub = Hub(streams.event_fetcher(pool), on_pushed=metrics.events_pushed.inc,
-                      poll_interval_s=5.0 if kafka else 0.2)
+            hub = Hub(
+                streams.event_fetcher(pool),
+                on_pushed=metrics.events_pushed.inc,
+                poll_interval_s=5.0 if kafka else 0.2,
+            )
             stack.push_async_callback(hub.close)
             metrics.subscriptions.set_function(hub.subscription_count)
 

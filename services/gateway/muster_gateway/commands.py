@@ -56,8 +56,11 @@ async def _retrying(decide: Callable[[], Awaitable[T]]) -> T:
 
 async def _lock(conn: Connection, user_id: str, raw_id: str) -> Any:
     return await owned(
-        conn, user_id, raw_id,
-        "session_id, session_type, root_session_id, phase, version", for_update=True,
+        conn,
+        user_id,
+        raw_id,
+        "session_id, session_type, root_session_id, phase, version",
+        for_update=True,
     )
 
 
@@ -77,35 +80,47 @@ async def create_session(
 ) -> dict[str, Any]:
     session_id = uuid4()
     stream = str(session_id)
-    events: list[DomainEvent] = [SessionCreated(
-        session_id=session_id, user_id=user_id, session_type="NORMAL",
-        root_session_id=session_id, title=data.title, agent_type=data.agentType or "general",
-        model_id=data.modelId,
-    )]
+    events: list[DomainEvent] = [
+        SessionCreated(
+            session_id=session_id,
+            user_id=user_id,
+            session_type="NORMAL",
+            root_session_id=session_id,
+            title=data.title,
+            agent_type=data.agentType or "general",
+            model_id=data.modelId,
+        )
+    ]
     message_id = uuid4() if data.content is not None else None
     if message_id is not None and data.content is not None:
-        events.append(UserMessageQueued(
-            message_id=message_id, client_message_id=data.clientMessageId, content=data.content,
-        ))
+        events.append(
+            UserMessageQueued(
+                message_id=message_id,
+                client_message_id=data.clientMessageId,
+                content=data.content,
+            )
+        )
     # Before the commit: the harness may start the turn the instant ProcessSession is out.
     (workspaces_dir / stream).mkdir(parents=True, exist_ok=True)
     async with pool.acquire() as conn, conn.transaction():
-        await eventstore.append(
-            conn, stream, events, expected_version=0, metadata=_meta(user_id, session_id)
-        )
+        await eventstore.append(conn, stream, events, expected_version=0, metadata=_meta(user_id, session_id))
         if message_id is not None:
-            await outbox.enqueue(conn, topics.COMMANDS, stream, ProcessSession(
-                session_id=session_id, correlation_id=message_id,
-            ))
+            await outbox.enqueue(
+                conn,
+                topics.COMMANDS,
+                stream,
+                ProcessSession(
+                    session_id=session_id,
+                    correlation_id=message_id,
+                ),
+            )
     ack: dict[str, Any] = {"sessionId": stream}
     if message_id is not None:
         ack["messageId"] = str(message_id)
     return ack
 
 
-async def send_message(
-    pool: Pool, user_id: str, raw_id: str, data: SendMessageData
-) -> dict[str, Any]:
+async def send_message(pool: Pool, user_id: str, raw_id: str, data: SendMessageData) -> dict[str, Any]:
     async def decide() -> dict[str, Any]:
         message_id = uuid4()
         async with pool.acquire() as conn, conn.transaction():
@@ -113,15 +128,25 @@ async def send_message(
             _writable(row, "post to")
             stream = str(row["session_id"])
             await eventstore.append(
-                conn, stream,
-                [UserMessageQueued(message_id=message_id, client_message_id=data.clientMessageId,
-                                   content=data.content)],
+                conn,
+                stream,
+                [
+                    UserMessageQueued(
+                        message_id=message_id, client_message_id=data.clientMessageId, content=data.content
+                    )
+                ],
                 expected_version=row["version"],
                 metadata=_meta(user_id, row["root_session_id"]),
             )
-            await outbox.enqueue(conn, topics.COMMANDS, stream, ProcessSession(
-                session_id=row["session_id"], correlation_id=message_id,
-            ))
+            await outbox.enqueue(
+                conn,
+                topics.COMMANDS,
+                stream,
+                ProcessSession(
+                    session_id=row["session_id"],
+                    correlation_id=message_id,
+                ),
+            )
         return {"messageId": str(message_id), "queued": row["phase"] in ACTIVE_PHASES}
 
     try:
@@ -139,7 +164,8 @@ async def _duplicate(pool: Pool, raw_id: str, client_message_id: str) -> dict[st
         """SELECT i.message_id, i.state, s.phase FROM session_inputs i
            JOIN sessions s USING (session_id)
            WHERE i.session_id = $1 AND i.client_message_id = $2""",
-        parse_session_id(raw_id), client_message_id,
+        parse_session_id(raw_id),
+        client_message_id,
     )
     if row is None:  # the original vanished (projection rebuild): nothing to point at
         raise GatewayError("conflict", "clientMessageId was already used, retry")
@@ -156,11 +182,14 @@ async def cancel(pool: Pool, user_id: str, raw_id: str) -> dict[str, Any]:
             row = await _lock(conn, user_id, raw_id)
             _writable(row, "cancel")
             stream = str(row["session_id"])
-            queued: list[UUID] = [r["message_id"] for r in await conn.fetch(
-                """SELECT message_id FROM session_inputs
+            queued: list[UUID] = [
+                r["message_id"]
+                for r in await conn.fetch(
+                    """SELECT message_id FROM session_inputs
                    WHERE session_id = $1 AND state = 'QUEUED' ORDER BY position""",
-                row["session_id"],
-            )]
+                    row["session_id"],
+                )
+            ]
             running = row["phase"] in CANCELLABLE_PHASES
             events: list[DomainEvent] = []
             if running:
@@ -171,7 +200,10 @@ async def cancel(pool: Pool, user_id: str, raw_id: str) -> dict[str, Any]:
                 events.append(QueuedMessagesDropped(message_ids=queued, reason="cancelled"))
             if events:
                 await eventstore.append(
-                    conn, stream, events, expected_version=row["version"],
+                    conn,
+                    stream,
+                    events,
+                    expected_version=row["version"],
                     metadata=_meta(user_id, row["root_session_id"]),
                 )
             if running:

@@ -45,6 +45,10 @@ def run() -> None:
         ws_max_size=TRANSPORT_MAX_BYTES,
         timeout_graceful_shutdown=GRACE_S,
     )
-    log.info("gateway_listen host=%s port=%d users=%d", settings.gateway_host,
-             settings.gateway_port, len(set(tokens.values())))
+    log.info(
+        "gateway_listen host=%s port=%d users=%d",
+        settings.gateway_host,
+        settings.gateway_port,
+        len(set(tokens.values())),
+    )
     uvicorn.Server(config).run()

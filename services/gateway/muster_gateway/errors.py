@@ -9,7 +9,12 @@ from __future__ import annotations
 from typing import Any, Literal
 
 ErrorCode = Literal[
-    "bad_request", "unknown_type", "too_large", "unauthorized", "not_found", "conflict",
+    "bad_request",
+    "unknown_type",
+    "too_large",
+    "unauthorized",
+    "not_found",
+    "conflict",
     "internal",
 ]
 

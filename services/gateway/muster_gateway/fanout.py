@@ -53,7 +53,11 @@ class Sink(Protocol):
 
 class Hub:
     def __init__(
-        self, fetch: Fetch, *, batch: int = 500, poll_interval_s: float = 5.0,
+        self,
+        fetch: Fetch,
+        *,
+        batch: int = 500,
+        poll_interval_s: float = 5.0,
         on_pushed: Callable[[int], None] = lambda count: None,
     ) -> None:
         self._fetch = fetch
@@ -106,8 +110,7 @@ class Hub:
         except Exception as exc:
             # The poller rings every watched session again, so a failed read is retried.
             self._dirty.discard(session_id)
-            log.warning("fanout_fetch_failed session_id=%s error=%s", session_id,
-                        type(exc).__name__)
+            log.warning("fanout_fetch_failed session_id=%s error=%s", session_id, type(exc).__name__)
         finally:
             self._pumps.pop(session_id, None)
 
@@ -121,7 +124,8 @@ class Hub:
             # Only subscribers present before the read, at or past `low`, can take these
             # rows without a gap; one that joined meanwhile further back rang us again.
             eligible = [
-                (sink, cursor) for sink, cursor in self._subs.get(session_id, {}).items()
+                (sink, cursor)
+                for sink, cursor in self._subs.get(session_id, {}).items()
                 if cursor.version >= low
             ]
             for row in rows:
@@ -129,9 +133,7 @@ class Hub:
             if len(rows) < self._batch:
                 return
 
-    def _hand_out(
-        self, session_id: str, row: EventRow, eligible: list[tuple[Sink, Cursor]]
-    ) -> None:
+    def _hand_out(self, session_id: str, row: EventRow, eligible: list[tuple[Sink, Cursor]]) -> None:
         frame: dict[str, Any] | None = None
         rendered = False
         pushed = 0

@@ -42,11 +42,18 @@ def openai_tool_calls(calls: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]
 
 
 def message_data(
-    message_id: Any, seq: int, role: str, content: str,
-    tool_calls: Sequence[Mapping[str, Any]] | None, tool_call_id: str | None,
+    message_id: Any,
+    seq: int,
+    role: str,
+    content: str,
+    tool_calls: Sequence[Mapping[str, Any]] | None,
+    tool_call_id: str | None,
 ) -> dict[str, Any]:
     data: dict[str, Any] = {
-        "messageId": str(message_id), "seq": seq, "role": role, "content": content,
+        "messageId": str(message_id),
+        "seq": seq,
+        "role": role,
+        "content": content,
     }
     if tool_calls:
         data["toolCalls"] = openai_tool_calls(tool_calls)
@@ -66,7 +73,11 @@ def render(session_id: str, event: ev.DomainEvent) -> tuple[str, dict[str, Any]]
         case ev.MessageRecorded():
             calls = [c.model_dump(mode="json") for c in event.tool_calls or []]
             return "message", message_data(
-                event.message_id, event.seq, event.role, event.content, calls,
+                event.message_id,
+                event.seq,
+                event.role,
+                event.content,
+                calls,
                 event.tool_call_id,
             )
         case ev.SessionPhaseChanged():
@@ -114,13 +125,18 @@ def render(session_id: str, event: ev.DomainEvent) -> tuple[str, dict[str, Any]]
             # Not in the brief's list, but a client that showed `message_queued` needs to
             # learn that those messages will never run.
             return "queued_messages_dropped", {
-                "messageIds": [str(m) for m in event.message_ids], "reason": event.reason,
+                "messageIds": [str(m) for m in event.message_ids],
+                "reason": event.reason,
             }
     return None
 
 
 def event_frame(
-    session_id: str, position: int, recorded_at: datetime, type_: str, schema_version: int,
+    session_id: str,
+    position: int,
+    recorded_at: datetime,
+    type_: str,
+    schema_version: int,
     payload: dict[str, Any],
 ) -> dict[str, Any] | None:
     try:
@@ -129,15 +145,16 @@ def event_frame(
         return None
     except (ValidationError, KeyError) as exc:
         # A stored event this code cannot read must not stop the stream for everyone else.
-        log.warning(
-            "event_unreadable position=%s type=%s error=%s", position, type_, type(exc).__name__
-        )
+        log.warning("event_unreadable position=%s type=%s error=%s", position, type_, type(exc).__name__)
         return None
     rendered = render(session_id, event)
     if rendered is None:
         return None
     kind, data = rendered
     return {
-        "type": kind, "sessionId": session_id, "position": position, "time": iso(recorded_at),
+        "type": kind,
+        "sessionId": session_id,
+        "position": position,
+        "time": iso(recorded_at),
         "data": data,
     }

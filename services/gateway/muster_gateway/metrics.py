@@ -27,26 +27,33 @@ class Metrics:
         platform_collector.PlatformCollector(registry=self.registry)
         gc_collector.GCCollector(registry=self.registry)
         self.connections = Gauge(
-            "muster_gateway_connections", "Open authenticated WebSocket connections",
+            "muster_gateway_connections",
+            "Open authenticated WebSocket connections",
             registry=self.registry,
         )
         self.subscriptions = Gauge(
-            "muster_gateway_subscriptions", "Live (socket, session) subscriptions",
+            "muster_gateway_subscriptions",
+            "Live (socket, session) subscriptions",
             registry=self.registry,
         )
         self.frames = Counter(
-            "muster_gateway_frames", "Client frames received, by type", ["type"],
+            "muster_gateway_frames",
+            "Client frames received, by type",
+            ["type"],
             registry=self.registry,
         )
         self.errors = Counter(
             "muster_gateway_errors", "Errors answered, by code", ["code"], registry=self.registry
         )
         self.events_pushed = Counter(
-            "muster_gateway_events_pushed", "Event frames queued to clients",
+            "muster_gateway_events_pushed",
+            "Event frames queued to clients",
             registry=self.registry,
         )
         self.command_seconds = Histogram(
-            "muster_gateway_frame_seconds", "Time to answer a client frame, by type", ["type"],
+            "muster_gateway_frame_seconds",
+            "Time to answer a client frame, by type",
+            ["type"],
             registry=self.registry,
             buckets=(0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5),
         )

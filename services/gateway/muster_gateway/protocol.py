@@ -116,15 +116,14 @@ def _decode(raw: str | bytes) -> tuple[Any, Any]:
         try:
             raw = raw.decode("utf-8")
         except UnicodeDecodeError as exc:
-            raise FrameError(
-                "bad_request", f"binary frame is not UTF-8 text: {exc.reason}"
-            ) from None
+            raise FrameError("bad_request", f"binary frame is not UTF-8 text: {exc.reason}") from None
     try:
         value = json.loads(raw)
     except (json.JSONDecodeError, RecursionError) as exc:
         detail = (
             f"{exc.msg} at line {exc.lineno} column {exc.colno}"
-            if isinstance(exc, json.JSONDecodeError) else "nested too deeply"
+            if isinstance(exc, json.JSONDecodeError)
+            else "nested too deeply"
         )
         raise FrameError("bad_request", f"malformed JSON: {detail}") from None
     return value, value.get("id") if isinstance(value, dict) else None

@@ -27,14 +27,19 @@ def parse_session_id(raw: str) -> UUID:
 
 
 async def owned(
-    conn: Connection | Pool, user_id: str, raw_id: str, columns: str = "1", *,
+    conn: Connection | Pool,
+    user_id: str,
+    raw_id: str,
+    columns: str = "1",
+    *,
     for_update: bool = False,
 ) -> Any:
     """The session's row (`columns`) when `user_id` owns it; else not_found."""
     lock = " FOR UPDATE" if for_update else ""
     row = await conn.fetchrow(
         f"SELECT {columns} FROM sessions WHERE session_id = $1 AND user_id = $2{lock}",
-        parse_session_id(raw_id), user_id,
+        parse_session_id(raw_id),
+        user_id,
     )
     if row is None:
         raise not_found()
@@ -66,13 +71,13 @@ async def get_session(pool: Pool, user_id: str, raw_id: str) -> dict[str, Any]:
     return session_resource(await owned(pool, user_id, raw_id, _SESSION_COLUMNS))
 
 
-async def list_sessions(
-    pool: Pool, user_id: str, session_type: str, limit: int
-) -> list[dict[str, Any]]:
+async def list_sessions(pool: Pool, user_id: str, session_type: str, limit: int) -> list[dict[str, Any]]:
     rows = await pool.fetch(
         f"""SELECT {_SESSION_COLUMNS} FROM sessions WHERE user_id = $1 AND session_type = $2
             ORDER BY created_at DESC, session_id DESC LIMIT $3""",
-        user_id, session_type, limit,
+        user_id,
+        session_type,
+        limit,
     )
     return [session_resource(row) for row in rows]
 
@@ -96,12 +101,16 @@ def paginate(rows: Sequence[M], rounds: int) -> tuple[list[M], int | None]:
 
 
 async def list_messages(
-    pool: Pool, user_id: str, raw_id: str, *, rounds: int, before_seq: int | None,
+    pool: Pool,
+    user_id: str,
+    raw_id: str,
+    *,
+    rounds: int,
+    before_seq: int | None,
     include_discarded: bool,
 ) -> dict[str, Any]:
     before = before_seq if before_seq is not None else 2**31 - 1
-    async with pool.acquire() as conn, conn.transaction(isolation="repeatable_read",
-                                                        readonly=True):
+    async with pool.acquire() as conn, conn.transaction(isolation="repeatable_read", readonly=True):
         session_id = (await owned(conn, user_id, raw_id, "session_id"))["session_id"]
         visible = "session_id = $1 AND seq < $2 AND ($3 OR NOT discarded)"
         # Start of the rounds-th newest round; the page holds it, everything after it, and
@@ -109,19 +118,28 @@ async def list_messages(
         start = await conn.fetchval(
             f"""SELECT seq FROM messages WHERE {visible} AND role = 'USER'
                 ORDER BY seq DESC OFFSET $4 LIMIT 1""",
-            session_id, before, include_discarded, rounds - 1,
+            session_id,
+            before,
+            include_discarded,
+            rounds - 1,
         )
         low = -1
         if start is not None:
             low = await conn.fetchval(
                 f"SELECT coalesce(max(seq), $4) FROM messages WHERE {visible} AND seq < $4",
-                session_id, before, include_discarded, start,
+                session_id,
+                before,
+                include_discarded,
+                start,
             )
         rows = await conn.fetch(
             f"""SELECT message_id, seq, role, content, tool_calls, tool_call_id, discarded,
                        created_at
                 FROM messages WHERE {visible} AND seq >= $4 ORDER BY seq""",
-            session_id, before, include_discarded, low,
+            session_id,
+            before,
+            include_discarded,
+            low,
         )
     page, next_before = paginate(rows, rounds)
     return {"items": [_message_item(row) for row in page], "nextBeforeSeq": next_before}
@@ -129,7 +147,11 @@ async def list_messages(
 
 def _message_item(row: Any) -> dict[str, Any]:
     item = message_data(
-        row["message_id"], row["seq"], row["role"], row["content"], row["tool_calls"],
+        row["message_id"],
+        row["seq"],
+        row["role"],
+        row["content"],
+        row["tool_calls"],
         row["tool_call_id"],
     )
     item["createdAt"] = iso(row["created_at"])
@@ -144,12 +166,11 @@ async def list_executions(pool: Pool, user_id: str, raw_id: str, role: str) -> l
     async with pool.acquire() as conn:
         session_id = (await owned(conn, user_id, raw_id, "session_id"))["session_id"]
         column, order = (
-            ("parent_session_id", "started_at, execution_id") if role == "parent"
+            ("parent_session_id", "started_at, execution_id")
+            if role == "parent"
             else ("child_session_id", "round, started_at")
         )
-        rows = await conn.fetch(
-            f"SELECT * FROM executions WHERE {column} = $1 ORDER BY {order}", session_id
-        )
+        rows = await conn.fetch(f"SELECT * FROM executions WHERE {column} = $1 ORDER BY {order}", session_id)
     return [_execution_item(row) for row in rows]
 
 
@@ -175,8 +196,7 @@ def _execution_item(row: Any) -> dict[str, Any]:
         "deadlineAt": iso(row["deadline_at"]),
         "rounds": row["rounds"],
         "toolCalls": row["tool_calls"],
-        "usage": {"promptTokens": prompt, "completionTokens": completion,
-                  "totalTokens": prompt + completion},
+        "usage": {"promptTokens": prompt, "completionTokens": completion, "totalTokens": prompt + completion},
         "startMessageId": opt_id(row["start_message_id"]),
         "endMessageId": opt_id(row["end_message_id"]),
         "finalMessageId": opt_id(row["final_message_id"]),

@@ -30,9 +30,7 @@ def _gateway(request: Request) -> Gateway:
 
 
 def _user(request: Request) -> str:
-    user = gateway_of(request.app).auth.user_for(
-        bearer_token(request.headers.get("authorization"))
-    )
+    user = gateway_of(request.app).auth.user_for(bearer_token(request.headers.get("authorization")))
     if user is None:
         raise GatewayError("unauthorized", "missing or invalid bearer token")
     return user
@@ -43,10 +41,12 @@ User = Annotated[str, Depends(_user)]
 SessionType = Literal["NORMAL", "SIDE_TASK", "SUBAGENT"]
 
 
-@router.get("/v1/sessions", response_model=schemas.SessionList, responses=_ERRORS,
-            response_model_exclude_unset=True)
+@router.get(
+    "/v1/sessions", response_model=schemas.SessionList, responses=_ERRORS, response_model_exclude_unset=True
+)
 async def list_sessions(
-    gw: GW, user: User,
+    gw: GW,
+    user: User,
     session_type: Annotated[SessionType, Query(alias="type")] = "NORMAL",
     limit: Annotated[int, Query(ge=1, le=1000)] = 100,
 ) -> dict[str, Any]:
@@ -54,31 +54,51 @@ async def list_sessions(
     return {"items": await queries.list_sessions(gw.pool, user, session_type, limit)}
 
 
-@router.get("/v1/sessions/{session_id}", response_model=schemas.Session, responses=_ERRORS,
-            response_model_exclude_unset=True)
+@router.get(
+    "/v1/sessions/{session_id}",
+    response_model=schemas.Session,
+    responses=_ERRORS,
+    response_model_exclude_unset=True,
+)
 async def get_session(gw: GW, user: User, session_id: str) -> dict[str, Any]:
     return await queries.get_session(gw.pool, user, session_id)
 
 
-@router.get("/v1/sessions/{session_id}/messages", response_model=schemas.MessagePage,
-            responses=_ERRORS, response_model_exclude_unset=True)
+@router.get(
+    "/v1/sessions/{session_id}/messages",
+    response_model=schemas.MessagePage,
+    responses=_ERRORS,
+    response_model_exclude_unset=True,
+)
 async def list_messages(
-    gw: GW, user: User, session_id: str,
+    gw: GW,
+    user: User,
+    session_id: str,
     rounds: Annotated[int, Query(ge=1, le=1000)] = 20,
     before_seq: Annotated[int | None, Query(alias="beforeSeq", ge=1, le=2**31 - 1)] = None,
     include_discarded: Annotated[bool, Query(alias="includeDiscarded")] = False,
 ) -> dict[str, Any]:
     """The newest `rounds` rounds before `beforeSeq`, ascending; follow `nextBeforeSeq`."""
     return await queries.list_messages(
-        gw.pool, user, session_id, rounds=rounds, before_seq=before_seq,
+        gw.pool,
+        user,
+        session_id,
+        rounds=rounds,
+        before_seq=before_seq,
         include_discarded=include_discarded,
     )
 
 
-@router.get("/v1/sessions/{session_id}/executions", response_model=schemas.ExecutionList,
-            responses=_ERRORS, response_model_exclude_unset=True)
+@router.get(
+    "/v1/sessions/{session_id}/executions",
+    response_model=schemas.ExecutionList,
+    responses=_ERRORS,
+    response_model_exclude_unset=True,
+)
 async def list_executions(
-    gw: GW, user: User, session_id: str,
+    gw: GW,
+    user: User,
+    session_id: str,
     role: Literal["parent", "child"] = "parent",
 ) -> dict[str, Any]:
     """Executions this session delegated (`parent`, oldest first) or ran as the child
@@ -86,8 +106,7 @@ async def list_executions(
     return {"items": await queries.list_executions(gw.pool, user, session_id, role)}
 
 
-@router.get("/healthz", response_model=schemas.Health,
-            responses={503: {"model": schemas.Health}})
+@router.get("/healthz", response_model=schemas.Health, responses={503: {"model": schemas.Health}})
 async def healthz(request: Request) -> Response:
     found = getattr(request.app.state, "gateway", None)
     if found is not None and await streams.healthy(found.pool):
@@ -120,8 +139,7 @@ def install_error_handlers(app: FastAPI) -> None:
         return _error(code, str(exc.detail).lower(), exc.status_code)
 
     async def unexpected(request: Request, exc: Exception) -> Response:
-        log.error("rest_request_failed path=%s error=%s", request.url.path,
-                  type(exc).__name__, exc_info=exc)
+        log.error("rest_request_failed path=%s error=%s", request.url.path, type(exc).__name__, exc_info=exc)
         _count(request, "internal")
         return _error("internal", "internal error", 500)
 

@@ -28,7 +28,8 @@ async def subscription_cursor(
         version = await conn.fetchval(
             """SELECT coalesce(max(stream_version), 0) FROM events
                WHERE stream_id = $1 AND position <= $2""",
-            session_id, after_position,
+            session_id,
+            after_position,
         )
         return session_id, Cursor(after_position, version)
 
@@ -39,7 +40,9 @@ def event_fetcher(pool: Pool) -> Fetch:
             """SELECT position, stream_version, recorded_at, type, schema_version, payload
                FROM events WHERE stream_id = $1 AND stream_version > $2
                ORDER BY stream_version LIMIT $3""",
-            session_id, after_version, limit,
+            session_id,
+            after_version,
+            limit,
         )
         return [EventRow(r[0], r[1], r[2], r[3], r[4], r[5]) for r in rows]
 

@@ -72,9 +72,7 @@ Handler = Callable[[Gateway, Client, Frame], Awaitable[None]]
 
 
 async def _create_session(gw: Gateway, client: Client, frame: Frame) -> None:
-    ack = await commands.create_session(
-        gw.pool, client.user_id, frame.data, gw.settings.workspaces_dir
-    )
+    ack = await commands.create_session(gw.pool, client.user_id, frame.data, gw.settings.workspaces_dir)
     client.reply("ack", frame.id, ack)
     gw.hub.subscribe(client, ack["sessionId"], Cursor(0, 0))  # all of its events, in order
 
@@ -87,8 +85,7 @@ async def _send_message(gw: Gateway, client: Client, frame: Frame) -> None:
 
 async def _cancel(gw: Gateway, client: Client, frame: Frame) -> None:
     assert frame.session_id is not None
-    client.reply("ack", frame.id, await commands.cancel(gw.pool, client.user_id,
-                                                        frame.session_id))
+    client.reply("ack", frame.id, await commands.cancel(gw.pool, client.user_id, frame.session_id))
 
 
 async def _subscribe(gw: Gateway, client: Client, frame: Frame) -> None:
@@ -142,8 +139,7 @@ async def _serve(gw: Gateway, client: Client, raw: str | bytes) -> None:
         gw.metrics.errors.labels(exc.code).inc()
         client.push(ws_frame(exc.code, exc.message, frame_id))
     except Exception as exc:
-        log.error("ws_frame_failed type=%s error=%s", frame_type, type(exc).__name__,
-                  exc_info=exc)
+        log.error("ws_frame_failed type=%s error=%s", frame_type, type(exc).__name__, exc_info=exc)
         gw.metrics.errors.labels("internal").inc()
         client.push(ws_frame("internal", "internal error", frame_id))
     finally:

@@ -51,7 +51,9 @@ def build(settings: Settings) -> Harness:
         runners = Runners(pool, settings.instance_id, settings.lease_ttl_s)
         agents = AgentRegistry.load()
         loop = LoopDeps(
-            pool=pool, model=build_model(settings.model), agents=agents,
+            pool=pool,
+            model=build_model(settings.model),
+            agents=agents,
             workspaces=settings.workspaces_dir,
             delegation=Delegator(pool, agents, settings.execution_timeout_s),
         )
@@ -71,7 +73,7 @@ def build(settings: Settings) -> Harness:
     app = FastStream(broker, lifespan=lifespan)
     harness = Harness(settings=settings, broker=broker, app=app, edge=edge)
 
-    @broker.subscriber(
+    @broker.subscriber(  # type: ignore[untyped-decorator]  # **options hide the typed overload
         topics.COMMANDS,
         group_id="harness",
         ack_policy=AckPolicy.NACK_ON_ERROR,
@@ -81,10 +83,16 @@ def build(settings: Settings) -> Harness:
         **consumer_options(settings),
     )
     async def on_commands(msg: KafkaMessage) -> None:
-        await per_key(records_of(msg.raw_message), lambda record: edge.handle(
-            record.value, record.key, SESSION_COMMANDS, _dispatch,
-            offset=(record.topic, record.partition, record.offset),
-        ))
+        await per_key(
+            records_of(msg.raw_message),
+            lambda record: edge.handle(
+                record.value,
+                record.key,
+                SESSION_COMMANDS,
+                _dispatch,
+                offset=(record.topic, record.partition, record.offset),
+            ),
+        )
 
     async def _dispatch(command: object) -> None:
         assert harness.deps is not None

@@ -34,9 +34,7 @@ async def process_session(cmd: ProcessSession | ResumeSession, deps: HarnessDeps
     async with deps.loop.pool.acquire() as conn, conn.transaction():
         if not await tracking.first_delivery(conn, CONSUMER, str(cmd.message_id)):
             return
-        row = await conn.fetchrow(
-            "SELECT session_type FROM sessions WHERE session_id = $1", sid
-        )
+        row = await conn.fetchrow("SELECT session_type FROM sessions WHERE session_id = $1", sid)
         if row is None:
             log.warning("command_for_unknown_session type=%s session=%s", cmd.type, sid)
             return

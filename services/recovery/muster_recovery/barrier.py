@@ -24,10 +24,13 @@ TERMINAL = ("COMPLETED", "FAILED", "CANCELLED")
 
 async def has_undelivered(pool: Pool, parent_session_id: UUID) -> bool:
     """Cheap filter before taking the parent's row lock (the decision re-reads under it)."""
-    return bool(await pool.fetchval(
-        "SELECT true FROM executions WHERE parent_session_id = $1 AND delivery_status = 'PENDING' LIMIT 1",
-        parent_session_id,
-    ))
+    return bool(
+        await pool.fetchval(
+            """SELECT true FROM executions
+               WHERE parent_session_id = $1 AND delivery_status = 'PENDING' LIMIT 1""",
+            parent_session_id,
+        )
+    )
 
 
 async def settle(pool: Pool, parent_session_id: UUID) -> int:
@@ -69,16 +72,28 @@ async def _deliver(conn: Connection, parent: Any, executions: list[Any]) -> int:
     for execution in executions:
         seq += 1
         tool_message_id = uuid4()
-        parent_events.append(ev.MessageRecorded(
-            message_id=tool_message_id, seq=seq, role="TOOL",
-            content=execution_result(execution), tool_call_id=execution["parent_tool_call_id"],
-        ))
-        parent_events.append(ev.ExecutionStatusChanged(
-            execution_id=execution["execution_id"], status=execution["status"], delivery_status="DELIVERED",
-        ))
-        await eventstore.append(conn, str(execution["execution_id"]), [
-            ev.ExecutionDelivered(delivery_status="DELIVERED", tool_message_id=tool_message_id)
-        ], expected_version=execution["version"])
+        parent_events.append(
+            ev.MessageRecorded(
+                message_id=tool_message_id,
+                seq=seq,
+                role="TOOL",
+                content=execution_result(execution),
+                tool_call_id=execution["parent_tool_call_id"],
+            )
+        )
+        parent_events.append(
+            ev.ExecutionStatusChanged(
+                execution_id=execution["execution_id"],
+                status=execution["status"],
+                delivery_status="DELIVERED",
+            )
+        )
+        await eventstore.append(
+            conn,
+            str(execution["execution_id"]),
+            [ev.ExecutionDelivered(delivery_status="DELIVERED", tool_message_id=tool_message_id)],
+            expected_version=execution["version"],
+        )
     # Under the parent's row lock every writer of its stream is serialised, so the current
     # version is the one to extend (a suppression may have moved it in this transaction).
     current = await eventstore.current_version(conn, str(parent_id))
@@ -87,7 +102,9 @@ async def _deliver(conn: Connection, parent: Any, executions: list[Any]) -> int:
     for execution in executions:
         log.info(
             "subagent_result_delivered execution=%s parent=%s status=%s",
-            execution["execution_id"], parent_id, execution["status"],
+            execution["execution_id"],
+            parent_id,
+            execution["status"],
         )
     log.info("parent_recovery_start parent=%s results=%d", parent_id, len(executions))
     return len(executions)
@@ -98,15 +115,24 @@ async def _suppress(conn: Connection, parent: Any, executions: list[Any]) -> int
         return 0
     notices: list[ev.DomainEvent] = []
     for execution in executions:
-        await eventstore.append(conn, str(execution["execution_id"]), [
-            ev.ExecutionDelivered(delivery_status="SUPPRESSED")
-        ], expected_version=execution["version"])
-        notices.append(ev.ExecutionStatusChanged(
-            execution_id=execution["execution_id"], status=execution["status"], delivery_status="SUPPRESSED",
-        ))
+        await eventstore.append(
+            conn,
+            str(execution["execution_id"]),
+            [ev.ExecutionDelivered(delivery_status="SUPPRESSED")],
+            expected_version=execution["version"],
+        )
+        notices.append(
+            ev.ExecutionStatusChanged(
+                execution_id=execution["execution_id"],
+                status=execution["status"],
+                delivery_status="SUPPRESSED",
+            )
+        )
         log.info(
             "subagent_result_delivery_skipped execution=%s parent=%s reason=parent_%s",
-            execution["execution_id"], parent["session_id"], (parent["phase"] or "idle").lower(),
+            execution["execution_id"],
+            parent["session_id"],
+            (parent["phase"] or "idle").lower(),
         )
     current = await eventstore.current_version(conn, str(parent["session_id"]))
     await eventstore.append(conn, str(parent["session_id"]), notices, expected_version=current)

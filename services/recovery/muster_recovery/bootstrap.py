@@ -77,7 +77,7 @@ def build(settings: Settings) -> Recovery:
     recovery = Recovery(settings=settings, broker=broker, app=app)
     edge = Edge("recovery", topics.EVENTS)
 
-    @broker.subscriber(
+    @broker.subscriber(  # type: ignore[untyped-decorator]  # **options hide the typed overload
         topics.EVENTS,
         group_id="recovery",
         ack_policy=AckPolicy.NACK_ON_ERROR,
@@ -87,10 +87,16 @@ def build(settings: Settings) -> Recovery:
         **consumer_options(settings),
     )
     async def on_events(msg: KafkaMessage) -> None:
-        await per_key(records_of(msg.raw_message), lambda record: edge.handle(
-            record.value, record.key, EVENT_MESSAGE, _dispatch,
-            offset=(record.topic, record.partition, record.offset),
-        ))
+        await per_key(
+            records_of(msg.raw_message),
+            lambda record: edge.handle(
+                record.value,
+                record.key,
+                EVENT_MESSAGE,
+                _dispatch,
+                offset=(record.topic, record.partition, record.offset),
+            ),
+        )
 
     async def _dispatch(event: RecordedEvent) -> None:
         assert recovery.pool is not None

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import logging
+from typing import Literal
 from uuid import UUID
 
 from muster_agent import session_store as store
@@ -22,7 +23,8 @@ log = logging.getLogger("muster.recovery")
 async def cancel_children(pool: Pool, parent_session_id: UUID) -> int:
     rows = await pool.fetch(
         "SELECT execution_id FROM executions WHERE parent_session_id = $1 AND status = ANY($2::text[])",
-        parent_session_id, list(OPEN_STATUSES),
+        parent_session_id,
+        list(OPEN_STATUSES),
     )
     for row in rows:
         await stop_execution(
@@ -32,13 +34,13 @@ async def cancel_children(pool: Pool, parent_session_id: UUID) -> int:
     return len(rows)
 
 
-async def stop_execution(pool: Pool, execution_id: UUID, *, status: str, error: str) -> bool:
+async def stop_execution(
+    pool: Pool, execution_id: UUID, *, status: Literal["FAILED", "CANCELLED"], error: str
+) -> bool:
     """End an open execution with `status`: the child session is cancelled, the execution
     finished, the worker told to stop. Returns False if it had already ended."""
     async with pool.acquire() as conn, conn.transaction():
-        execution = await conn.fetchrow(
-            "SELECT * FROM executions WHERE execution_id = $1", execution_id
-        )
+        execution = await conn.fetchrow("SELECT * FROM executions WHERE execution_id = $1", execution_id)
         if execution is None:
             return False
         child = await store.lock_session(conn, execution["child_session_id"])
@@ -48,9 +50,12 @@ async def stop_execution(pool: Pool, execution_id: UUID, *, status: str, error: 
         if child is None or execution is None or execution["status"] not in OPEN_STATUSES:
             return False
         if child["phase"] in (*store.RUNNING_PHASES, "CANCELLING"):
-            await eventstore.append(conn, str(child["session_id"]), [
-                ev.SessionPhaseChanged(phase="CANCELLED", error=error)
-            ], expected_version=child["version"])
+            await eventstore.append(
+                conn,
+                str(child["session_id"]),
+                [ev.SessionPhaseChanged(phase="CANCELLED", error=error)],
+                expected_version=child["version"],
+            )
         state = await store.load_state(conn, child["session_id"])
         assert state is not None
         usages = {
@@ -64,16 +69,38 @@ async def stop_execution(pool: Pool, execution_id: UUID, *, status: str, error: 
         rounds, tool_calls, usage = account(state.messages, usages, start_seq)
         # Lock order everywhere: child session, parent session, then the execution.
         parent = await store.lock_session(conn, execution["parent_session_id"])
-        await eventstore.append(conn, str(execution_id), [ev.ExecutionFinished(
-            status=status,  # type: ignore[arg-type]
-            error=error, rounds=rounds, tool_calls=tool_calls, usage=usage,
-            end_message_id=state.messages[-1].message_id if state.messages else None,
-        )], expected_version=execution["version"])
-        await announce(conn, parent, ev.ExecutionStatusChanged(
-            execution_id=execution_id, status=status, delivery_status="PENDING",  # type: ignore[arg-type]
-        ))
-        await outbox.enqueue(conn, topics.DELEGATIONS, str(child["session_id"]), CancelExecution(
-            execution_id=execution_id, child_session_id=child["session_id"],
-        ))
+        await eventstore.append(
+            conn,
+            str(execution_id),
+            [
+                ev.ExecutionFinished(
+                    status=status,
+                    error=error,
+                    rounds=rounds,
+                    tool_calls=tool_calls,
+                    usage=usage,
+                    end_message_id=state.messages[-1].message_id if state.messages else None,
+                )
+            ],
+            expected_version=execution["version"],
+        )
+        await announce(
+            conn,
+            parent,
+            ev.ExecutionStatusChanged(
+                execution_id=execution_id,
+                status=status,
+                delivery_status="PENDING",
+            ),
+        )
+        await outbox.enqueue(
+            conn,
+            topics.DELEGATIONS,
+            str(child["session_id"]),
+            CancelExecution(
+                execution_id=execution_id,
+                child_session_id=child["session_id"],
+            ),
+        )
     log.info("execution_stopped execution=%s status=%s", execution_id, status)
     return True

@@ -44,12 +44,16 @@ async def reconcile_sessions(pool: Pool, *, input_grace_s: float = 3.0) -> int:
         stale = [r["session_id"] for r in await conn.fetch(STALE_INPUTS, input_grace_s)]
         for session_id in orphaned:
             await outbox.enqueue(
-                conn, topics.COMMANDS, str(session_id),
+                conn,
+                topics.COMMANDS,
+                str(session_id),
                 ProcessSession(session_id=session_id, reason="recovery"),
             )
         for session_id in stale:
             await outbox.enqueue(
-                conn, topics.COMMANDS, str(session_id),
+                conn,
+                topics.COMMANDS,
+                str(session_id),
                 ProcessSession(session_id=session_id, reason="stale_input"),
             )
     if orphaned or stale:
@@ -87,18 +91,28 @@ async def reconcile_executions(pool: Pool, *, grace_s: float, cancel_grace_s: fl
             return
         orphaned = await conn.fetch(ORPHANED_EXECUTIONS, grace_s, cancel_grace_s)
         for row in orphaned:
-            await outbox.enqueue(conn, topics.DELEGATIONS, str(row["child_session_id"]), RunExecution(
-                execution_id=row["execution_id"], child_session_id=row["child_session_id"],
-                parent_session_id=row["parent_session_id"],
-            ))
+            await outbox.enqueue(
+                conn,
+                topics.DELEGATIONS,
+                str(row["child_session_id"]),
+                RunExecution(
+                    execution_id=row["execution_id"],
+                    child_session_id=row["child_session_id"],
+                    parent_session_id=row["parent_session_id"],
+                ),
+            )
         expired = [r["execution_id"] for r in await conn.fetch(EXPIRED_EXECUTIONS, cancel_grace_s)]
         parents = [r["parent_session_id"] for r in await conn.fetch(UNDELIVERED_PARENTS)]
     for execution_id in expired:
-        await stop_execution(pool, execution_id, status="FAILED", error="timed out: the execution passed its deadline")
+        await stop_execution(
+            pool, execution_id, status="FAILED", error="timed out: the execution passed its deadline"
+        )
     for parent in parents:
         await settle(pool, parent)
     if orphaned or expired or parents:
         log.info(
             "subagent_recovery_scan executions=%d expired=%d parents=%d",
-            len(orphaned), len(expired), len(parents),
+            len(orphaned),
+            len(expired),
+            len(parents),
         )

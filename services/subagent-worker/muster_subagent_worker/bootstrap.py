@@ -50,8 +50,11 @@ def build(settings: Settings) -> Worker:
         edge.producer = producer
         runners = Runners(pool, settings.instance_id, settings.lease_ttl_s, limit=settings.worker_concurrency)
         loop = LoopDeps(
-            pool=pool, model=build_model(settings.model), agents=AgentRegistry.load(),
-            workspaces=settings.workspaces_dir, on_close=finish_execution,
+            pool=pool,
+            model=build_model(settings.model),
+            agents=AgentRegistry.load(),
+            workspaces=settings.workspaces_dir,
+            on_close=finish_execution,
         )
         worker.deps = WorkerDeps(loop=loop, runners=runners, lease_ttl_s=settings.lease_ttl_s)
         worker.tasks.append(
@@ -70,7 +73,7 @@ def build(settings: Settings) -> Worker:
     app = FastStream(broker, lifespan=lifespan)
     worker = Worker(settings=settings, broker=broker, app=app, edge=edge)
 
-    @broker.subscriber(
+    @broker.subscriber(  # type: ignore[untyped-decorator]  # **options hide the typed overload
         topics.DELEGATIONS,
         group_id="subagent-worker",
         ack_policy=AckPolicy.NACK_ON_ERROR,
@@ -80,10 +83,16 @@ def build(settings: Settings) -> Worker:
         **consumer_options(settings),
     )
     async def on_delegations(msg: KafkaMessage) -> None:
-        await per_key(records_of(msg.raw_message), lambda record: edge.handle(
-            record.value, record.key, DELEGATION_COMMANDS, _dispatch,
-            offset=(record.topic, record.partition, record.offset),
-        ))
+        await per_key(
+            records_of(msg.raw_message),
+            lambda record: edge.handle(
+                record.value,
+                record.key,
+                DELEGATION_COMMANDS,
+                _dispatch,
+                offset=(record.topic, record.partition, record.offset),
+            ),
+        )
 
     async def _dispatch(command: RunExecution | CancelExecution) -> None:
         assert worker.deps is not None

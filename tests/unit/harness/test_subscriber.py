@@ -11,10 +11,9 @@ from uuid import uuid4
 import pytest
 from faststream.kafka import TestKafkaBroker
 from muster_contracts.commands import CancelSession
+from muster_harness import bootstrap
 from muster_runtime import topics
 from muster_runtime.settings import Settings
-
-from muster_harness import bootstrap
 
 
 class FakeProducer:

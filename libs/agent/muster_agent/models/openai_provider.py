@@ -115,9 +115,7 @@ class OpenAIModel:
                 model=self._model_name(request), **extra
             )
         except openai.APIStatusError as exc:
-            raise ModelError(
-                f"model API error (HTTP {exc.status_code}): {self._detail(exc)}"
-            ) from None
+            raise ModelError(f"model API error (HTTP {exc.status_code}): {self._detail(exc)}") from None
         except openai.APITimeoutError:
             raise ModelError(f"model API timed out ({_public_url(self._base_url)})") from None
         except openai.APIConnectionError:

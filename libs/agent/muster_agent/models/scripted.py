@@ -33,7 +33,8 @@ def message_text(content: Any) -> str:
         return content
     if isinstance(content, list):
         return "".join(
-            part.get("text", "") for part in content
+            part.get("text", "")
+            for part in content
             if isinstance(part, dict) and isinstance(part.get("text"), str)
         )
     return ""
@@ -49,7 +50,7 @@ def parse_script(text: str) -> list[_Step] | None:
     validated up front so a mistake fails the first step, not a surprising later one."""
     if not text.startswith(SCRIPT_PREFIX):
         return None
-    body = text[len(SCRIPT_PREFIX):]
+    body = text[len(SCRIPT_PREFIX) :]
     if body and not (body[0].isspace() or body[0] == "{"):
         return None  # "#scripting is fun" is prose, not a script
     try:
@@ -110,7 +111,7 @@ class ScriptedModel:
         if steps is None:
             content = f"You said: {text[:_ECHO_LIMIT]}"
         else:
-            k = sum(1 for m in messages[user_index + 1:] if m.get("role") == "assistant")
+            k = sum(1 for m in messages[user_index + 1 :] if m.get("role") == "assistant")
             if k >= len(steps):
                 content = DONE
             else:
@@ -127,6 +128,4 @@ class ScriptedModel:
                 )
         prompt = "".join(message_text(m.get("content")) for m in messages)
         completion = content + "".join(json.dumps(c.to_openai()) for c in calls)
-        return ModelReply(
-            content, calls, Usage(_estimate_tokens(prompt), _estimate_tokens(completion))
-        )
+        return ModelReply(content, calls, Usage(_estimate_tokens(prompt), _estimate_tokens(completion)))

@@ -114,7 +114,11 @@ def write_file(workspace: Workspace, *, path: str, content: str) -> Result:
 
 @_tool
 def edit_file(
-    workspace: Workspace, *, path: str, old_string: str, new_string: str,
+    workspace: Workspace,
+    *,
+    path: str,
+    old_string: str,
+    new_string: str,
     replace_all: bool = False,
 ) -> Result:
     if not old_string:
@@ -157,7 +161,8 @@ def list_files(workspace: Workspace, *, path: str | None = None) -> Result:
         rel = Path(dirpath).relative_to(root)
         entries.extend(f"{(rel / d).as_posix()}/" for d in dirnames)
         entries.extend(
-            (rel / f).as_posix() for f in sorted(filenames)
+            (rel / f).as_posix()
+            for f in sorted(filenames)
             if not (f.startswith(_TMP_PREFIX) and f.endswith(_TMP_SUFFIX))
         )
         if len(entries) > MAX_LIST_ENTRIES:

@@ -6,8 +6,7 @@ from collections.abc import Iterable
 from typing import Any
 
 
-def _function(name: str, description: str, properties: dict[str, Any],
-              required: list[str]) -> dict[str, Any]:
+def _function(name: str, description: str, properties: dict[str, Any], required: list[str]) -> dict[str, Any]:
     return {
         "type": "function",
         "function": {
@@ -29,8 +28,10 @@ _PATH = {"type": "string", "description": "Path relative to the workspace root."
 # agent definition lists them in, so the prompt (and any provider-side cache) is stable.
 _SCHEMAS: dict[str, dict[str, Any]] = {
     "read_file": _function(
-        "read_file", "Read a UTF-8 text file (at most 4 MiB) from the workspace.",
-        {"path": _PATH}, ["path"],
+        "read_file",
+        "Read a UTF-8 text file (at most 4 MiB) from the workspace.",
+        {"path": _PATH},
+        ["path"],
     ),
     "write_file": _function(
         "write_file",
@@ -47,14 +48,18 @@ _SCHEMAS: dict[str, dict[str, Any]] = {
             "old_string": {"type": "string", "description": "Exact text to replace."},
             "new_string": {"type": "string", "description": "Replacement text."},
             "replace_all": {
-                "type": "boolean", "description": "Replace every occurrence.", "default": False,
+                "type": "boolean",
+                "description": "Replace every occurrence.",
+                "default": False,
             },
         },
         ["path", "old_string", "new_string"],
     ),
     "delete_file": _function(
-        "delete_file", "Delete a file (not a directory) from the workspace.",
-        {"path": _PATH}, ["path"],
+        "delete_file",
+        "Delete a file (not a directory) from the workspace.",
+        {"path": _PATH},
+        ["path"],
     ),
     "list_files": _function(
         "list_files",
@@ -80,7 +85,8 @@ _SCHEMAS: dict[str, dict[str, Any]] = {
         "previous conversation.",
         {
             "child_session_id": {
-                "type": "string", "description": "child_session_id from a delegate result.",
+                "type": "string",
+                "description": "child_session_id from a delegate result.",
             },
             "task": {"type": "string", "description": "The follow-up instructions."},
         },

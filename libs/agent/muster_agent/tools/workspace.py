@@ -53,9 +53,7 @@ class Workspace:
         except (OSError, RuntimeError):  # RuntimeError: a symlink loop (Python 3.11)
             raise WorkspaceError(f"path {path!r} cannot be resolved (symlink loop?)") from None
         if not real.is_relative_to(root):
-            raise WorkspaceError(
-                f"path {path!r} is outside the workspace (through a symbolic link)"
-            )
+            raise WorkspaceError(f"path {path!r} is outside the workspace (through a symbolic link)")
         return candidate
 
     def relative(self, path: Path) -> str:
