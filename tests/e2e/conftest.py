@@ -251,7 +251,16 @@ Launch = Callable[..., Launcher]
 
 
 @pytest.fixture(scope="session")
-def launch(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Launch]:
+def infrastructure() -> Iterator[dict[str, str]]:
+    """Kafka/PostgreSQL containers when a Docker engine is present, else nothing."""
+    from .containers import external_infrastructure
+
+    with external_infrastructure() as env:
+        yield env
+
+
+@pytest.fixture(scope="session")
+def launch(tmp_path_factory: pytest.TempPathFactory, infrastructure: dict[str, str]) -> Iterator[Launch]:
     """Factory for launchers: `launch(data_dir=None, **env)`; all are killed at the end.
 
     Data dirs live outside pytest's tmp tree: as root, PostgreSQL runs as another user that
@@ -264,7 +273,7 @@ def launch(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Launch]:
     def start(data_dir: Path | None = None, **env: str) -> Launcher:
         base = tmp_path_factory.mktemp("muster")
         data_dir = data_dir or Path(tempfile.mkdtemp(dir=data_root)) / "data"
-        launcher = Launcher(data_dir, base / "launcher.log", launcher_env(data_dir, **env))
+        launcher = Launcher(data_dir, base / "launcher.log", launcher_env(data_dir, **{**infrastructure, **env}))
         started.append(launcher)
         return launcher.start()
 
