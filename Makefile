@@ -28,10 +28,10 @@ lint: install
 	$(VENV)/bin/mypy --strict libs/
 
 bench: install
-	$(VENV)/bin/python -m muster_launcher.bench
+	$(VENV)/bin/python -m bench.fanout
 
 docs: install
-	$(VENV)/bin/python -m muster_launcher.docs
+	$(VENV)/bin/python -m muster_launcher.asyncapi
 
 # Not .muster/: it holds the local database and tokens, which persist on purpose.
 clean:

@@ -10,6 +10,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 from uuid import NAMESPACE_URL, UUID, uuid4, uuid5
 
+import asyncpg
 from muster_contracts import events as ev
 from muster_contracts.commands import RunExecution
 from muster_runtime import eventstore, outbox, topics
@@ -20,6 +21,7 @@ from muster_agent.agents import AgentRegistry, UnknownAgentType
 from muster_agent.session_store import SessionState
 
 NAMESPACE = uuid5(NAMESPACE_URL, "https://muster.dev/executions")
+STILL_RUNNING = "subagent session {} is still running; wait for its result"
 
 
 def execution_id_for(parent_session_id: UUID, parent_tool_call_id: str) -> UUID:
@@ -129,9 +131,19 @@ class Delegator:
             raise DelegationRefused("delegate_followup requires non-empty 'child_session_id' and 'task'")
         child = None
         try:
-            child = await store.lock_session(conn, UUID(child_ref))
+            # NOWAIT: the lock order is child before parent everywhere else, and we already
+            # hold the parent. A child row locked right now is being driven by its worker
+            # (or cancelled), i.e. still running.
+            async with conn.transaction():  # savepoint: a refused lock must not abort ours
+                child = await conn.fetchrow(
+                    "SELECT * FROM sessions WHERE session_id = $1 FOR UPDATE NOWAIT", UUID(child_ref)
+                )
         except ValueError:
             pass
+        except asyncpg.LockNotAvailableError:
+            raise DelegationRefused(
+                f"subagent session {child_ref} is still running; wait for its result"
+            ) from None
         if child is None or child["user_id"] != state.user_id:
             raise DelegationRefused(f"session {child_ref} not found")
         if child["session_type"] != "SUBAGENT":
@@ -139,7 +151,7 @@ class Delegator:
         if child["parent_session_id"] != state.session_id:
             raise DelegationRefused(f"session {child_ref} was not delegated by this session")
         if child["phase"] in (*store.RUNNING_PHASES, "CANCELLING"):
-            raise DelegationRefused(f"subagent session {child_ref} is still running; wait for its result")
+            raise DelegationRefused(STILL_RUNNING.format(child_ref))
         agent_type = self._agent_type(child["agent_type"])
         runs = await conn.fetchval(
             "SELECT count(*) FROM executions WHERE child_session_id = $1", child["session_id"]

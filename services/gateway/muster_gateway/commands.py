@@ -127,6 +127,12 @@ async def send_message(pool: Pool, user_id: str, raw_id: str, data: SendMessageD
             row = await _lock(conn, user_id, raw_id)
             _writable(row, "post to")
             stream = str(row["session_id"])
+            # Queued: it will wait for a running turn, or behind earlier input not yet started.
+            waits_behind = await conn.fetchval(
+                "SELECT true FROM session_inputs WHERE session_id = $1 AND state = 'QUEUED' LIMIT 1",
+                row["session_id"],
+            )
+            queued = row["phase"] in ACTIVE_PHASES or bool(waits_behind)
             await eventstore.append(
                 conn,
                 stream,
@@ -147,7 +153,7 @@ async def send_message(pool: Pool, user_id: str, raw_id: str, data: SendMessageD
                     correlation_id=message_id,
                 ),
             )
-        return {"messageId": str(message_id), "queued": row["phase"] in ACTIVE_PHASES}
+        return {"messageId": str(message_id), "queued": queued}
 
     try:
         return await _retrying(decide)

@@ -40,7 +40,12 @@ class Harness:
 
 
 def build(settings: Settings) -> Harness:
-    broker = KafkaBroker(settings.kafka_bootstrap_servers or "localhost:9092", log_level=logging.DEBUG)
+    # Our log format; FastStream's per-message lines only at DEBUG.
+    broker = KafkaBroker(
+        settings.kafka_bootstrap_servers or "localhost:9092",
+        logger=logging.getLogger("muster.harness.kafka"),
+        log_level=logging.DEBUG,
+    )
     edge = Edge(handlers.CONSUMER, topics.COMMANDS)
 
     @contextlib.asynccontextmanager

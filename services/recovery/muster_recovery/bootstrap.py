@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import time
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 
@@ -22,7 +23,7 @@ from muster_runtime.settings import Settings
 from pydantic import TypeAdapter
 
 from muster_recovery import handlers
-from muster_recovery.reconcile import reconcile_executions, reconcile_sessions
+from muster_recovery.reconcile import housekeeping, reconcile_executions, reconcile_sessions
 
 log = logging.getLogger("muster.recovery")
 
@@ -38,10 +39,17 @@ class Recovery:
     tasks: list[asyncio.Task[None]] = field(default_factory=list)
 
 
+HOUSEKEEPING_EVERY_S = 300.0
+
+
 async def reconcile_forever(pool: Pool, settings: Settings) -> None:
+    last_housekeeping = 0.0
     while True:
         try:
             await reconcile_sessions(pool)
+            if time.monotonic() - last_housekeeping > HOUSEKEEPING_EVERY_S:
+                await housekeeping(pool)
+                last_housekeeping = time.monotonic()
             await reconcile_executions(
                 pool, grace_s=settings.lease_ttl_s, cancel_grace_s=settings.cancel_grace_s
             )
@@ -51,7 +59,12 @@ async def reconcile_forever(pool: Pool, settings: Settings) -> None:
 
 
 def build(settings: Settings) -> Recovery:
-    broker = KafkaBroker(settings.kafka_bootstrap_servers or "localhost:9092", log_level=logging.DEBUG)
+    # Our log format; FastStream's per-message lines only at DEBUG.
+    broker = KafkaBroker(
+        settings.kafka_bootstrap_servers or "localhost:9092",
+        logger=logging.getLogger("muster.recovery.kafka"),
+        log_level=logging.DEBUG,
+    )
 
     @contextlib.asynccontextmanager
     async def lifespan() -> AsyncIterator[None]:

@@ -10,18 +10,21 @@ from muster_runtime import outbox, topics
 from muster_runtime.db import Pool
 
 from muster_recovery.barrier import settle
-from muster_recovery.cascade import stop_execution
+from muster_recovery.cascade import cancel_children, stop_execution
 
 log = logging.getLogger("muster.recovery")
 
 # Only one recovery instance scans at a time; the commands it sends are idempotent anyway.
 SCAN_LOCK_KEY = 0x72656376  # "recv"
 
+# A parent waiting for running children needs no runner: the barrier resumes it.
 ORPHANED_TURNS = """
 SELECT s.session_id FROM sessions s
 WHERE s.phase IN ('RUNNING', 'RESUMING') AND s.session_type <> 'SUBAGENT'
   AND NOT EXISTS (SELECT 1 FROM leases l
                   WHERE l.resource_id = s.session_id::text AND l.expires_at > now())
+  AND NOT EXISTS (SELECT 1 FROM executions e
+                  WHERE e.parent_session_id = s.session_id AND e.status IN ('RUNNING', 'RECOVERING'))
 LIMIT 500
 """
 
@@ -76,6 +79,14 @@ WHERE status IN ('RUNNING', 'RECOVERING') AND deadline_at + make_interval(secs =
 LIMIT 500
 """
 
+# Children still running under a parent that no longer runs: its cancellation event may
+# have been lost with the broker.
+ABANDONED_CHILDREN_PARENTS = """
+SELECT DISTINCT e.parent_session_id FROM executions e JOIN sessions p ON p.session_id = e.parent_session_id
+WHERE e.status IN ('RUNNING', 'RECOVERING') AND p.phase = 'CANCELLED'
+LIMIT 500
+"""
+
 UNDELIVERED_PARENTS = """
 SELECT DISTINCT parent_session_id FROM executions
 WHERE delivery_status = 'PENDING' AND status IN ('COMPLETED', 'FAILED', 'CANCELLED')
@@ -103,16 +114,35 @@ async def reconcile_executions(pool: Pool, *, grace_s: float, cancel_grace_s: fl
             )
         expired = [r["execution_id"] for r in await conn.fetch(EXPIRED_EXECUTIONS, cancel_grace_s)]
         parents = [r["parent_session_id"] for r in await conn.fetch(UNDELIVERED_PARENTS)]
+        abandoned = [r["parent_session_id"] for r in await conn.fetch(ABANDONED_CHILDREN_PARENTS)]
+    for parent in abandoned:
+        await cancel_children(pool, parent)
     for execution_id in expired:
         await stop_execution(
             pool, execution_id, status="FAILED", error="timed out: the execution passed its deadline"
         )
     for parent in parents:
         await settle(pool, parent)
-    if orphaned or expired or parents:
+    if orphaned or expired or parents or abandoned:
         log.info(
             "subagent_recovery_scan executions=%d expired=%d parents=%d",
             len(orphaned),
             len(expired),
             len(parents),
+        )
+
+
+async def housekeeping(
+    pool: Pool, *, keep_processed_s: float = 7 * 86400, keep_leases_s: float = 3600
+) -> None:
+    """Prune consumer tracking older than any redelivery can be, and long-expired leases."""
+    async with pool.acquire() as conn, conn.transaction():
+        if not await conn.fetchval("SELECT pg_try_advisory_xact_lock($1)", SCAN_LOCK_KEY + 2):
+            return
+        await conn.execute(
+            "DELETE FROM processed_messages WHERE processed_at < now() - make_interval(secs => $1)",
+            keep_processed_s,
+        )
+        await conn.execute(
+            "DELETE FROM leases WHERE expires_at < now() - make_interval(secs => $1)", keep_leases_s
         )

@@ -40,7 +40,12 @@ class Worker:
 
 
 def build(settings: Settings) -> Worker:
-    broker = KafkaBroker(settings.kafka_bootstrap_servers or "localhost:9092", log_level=logging.DEBUG)
+    # Our log format; FastStream's per-message lines only at DEBUG.
+    broker = KafkaBroker(
+        settings.kafka_bootstrap_servers or "localhost:9092",
+        logger=logging.getLogger("muster.subagent-worker.kafka"),
+        log_level=logging.DEBUG,
+    )
     edge = Edge(handlers.CONSUMER, topics.DELEGATIONS)
 
     @contextlib.asynccontextmanager
