@@ -1,0 +1,46 @@
+"""The newcomer's path: `muster chat` against a running system, and Ctrl-C on it all."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import subprocess
+import time
+
+import psutil
+import pytest
+
+from .conftest import MUSTER, Launch, Launcher
+from .wsclient import call, script
+
+pytestmark = pytest.mark.e2e
+
+
+async def test_chat_cli_completes_a_scripted_turn(cluster: Launcher) -> None:
+    message = script({"tool_calls": [call("write_file", path="cli.txt", content="from the cli")]}, {"content": "cli done"})
+    proc = await asyncio.create_subprocess_exec(
+        str(MUSTER), "chat", "--url", cluster.gateway_url, "--token", cluster.tokens["alice"], message,
+        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT,
+    )
+    output, _ = await asyncio.wait_for(proc.communicate(), 60)
+    text = output.decode()
+    assert proc.returncode == 0, text
+    assert "cli done" in text and "COMPLETED" in text and "write_file" in text
+    session_id = next(line.split(": ", 1)[1] for line in text.splitlines() if line.startswith("session: "))
+    assert (cluster.data_dir / "workspaces" / session_id / "cli.txt").read_text() == "from the cli"
+
+
+def test_ctrl_c_to_the_process_group_leaves_nothing_behind(launch: Launch) -> None:
+    launcher = launch()
+    assert launcher.proc is not None
+    members = launcher.descendants()
+    assert len(members) >= 6  # postgres, broker, four services
+    started = time.monotonic()
+    os.killpg(launcher.pid, signal.SIGINT)  # what a terminal does on Ctrl-C
+    launcher.proc.wait(20)
+    assert time.monotonic() - started < 20
+    leftovers = launcher.leftovers(members, grace=max(0.0, 20 - (time.monotonic() - started)))
+    assert leftovers == [], leftovers
+    assert not [p for p in members if p.is_running() and p.status() != psutil.STATUS_ZOMBIE]
+    assert subprocess.run(["pgrep", "-g", str(launcher.pid)], capture_output=True, check=False).returncode == 1
