@@ -123,3 +123,35 @@ async def test_model_failure_fails_the_turn_and_the_session_takes_new_messages(a
     assert "model exploded" in failed["data"].get("error", "")
     await alice.ack("send_message", session_id, {"content": "hello again"})
     assert await alice.wait_phase(session_id, ("COMPLETED",)) == "COMPLETED"
+
+
+async def test_messages_to_a_running_session_queue_and_run_in_order(alice: Client, alice_rest: Rest) -> None:
+    created = await alice.ack("create_session", data={"content": script({"content": "first", "delay_ms": 1500})})
+    session_id = created["sessionId"]
+    await alice.wait_phase(session_id, ("RUNNING",))
+    second = await alice.ack("send_message", session_id, {"content": script({"content": "second"})})
+    third = await alice.ack("send_message", session_id, {"content": script({"content": "third"})})
+    assert second["queued"] is True and third["queued"] is True
+    await alice.wait_phase(session_id, ("COMPLETED",), count=3)
+    history = await alice_rest.messages(session_id)
+    assert [m["content"] for m in history if m["role"] == "ASSISTANT"] == ["first", "second", "third"]
+    assert [m["messageId"] for m in history if m["role"] == "USER"][1:] == [second["messageId"], third["messageId"]]
+
+
+async def test_cancel_drops_the_in_flight_answer_and_keeps_the_history_valid(alice: Client, alice_rest: Rest) -> None:
+    created = await alice.ack("create_session", data={"content": script(
+        {"tool_calls": [call("write_file", path="c.txt", content="x")]},
+        {"content": "never recorded", "delay_ms": 30000},
+    )})
+    session_id = created["sessionId"]
+    await alice.wait_for(lambda: any(e["type"] == "message" and e["data"]["role"] == "TOOL"
+                                     for e in alice.events[session_id]))
+    assert (await alice.request("cancel", session_id))["type"] == "ack"
+    assert await alice.wait_phase(session_id, ("CANCELLED",)) == "CANCELLED"
+    await alice.ack("send_message", session_id, {"content": script({"content": "after cancel"})})
+    assert await alice.wait_phase(session_id, ("COMPLETED",)) == "COMPLETED"
+    history = await alice_rest.messages(session_id)
+    assert [m["content"] for m in history if m["role"] == "ASSISTANT" and not m.get("toolCalls")] == ["after cancel"]
+    # Every tool call has exactly one result, so the next model call saw a valid history.
+    calls = [c["id"] for m in history if m.get("toolCalls") for c in m["toolCalls"]]
+    assert sorted(m["toolCallId"] for m in history if m["role"] == "TOOL") == sorted(calls)
