@@ -140,7 +140,8 @@ async def _record_reply(deps: LoopDeps, state: SessionState, reply: ModelReply) 
         return await _close_turn(deps, state, [answer(state.message_count + 1)])
     # The ASSISTANT message is recorded before any tool runs (with the first tool's start).
     open_calls = [call.model_dump() for call in calls]
-    ok = await run_local_calls(deps, state, message_id, open_calls, lead=[answer])
+    round_seq = state.message_count + 1  # `answer` is the first message recorded
+    ok = await run_local_calls(deps, state, message_id, round_seq, open_calls, lead=[answer])
     return StepOutcome.CONTINUE if ok else StepOutcome.IDLE
 
 
@@ -152,7 +153,7 @@ async def _run_open_calls(deps: LoopDeps, state: SessionState, calls: list[dict[
             c for c in calls if c["name"] in DELEGATION_TOOL_NAMES and c["id"] not in state.started_tool_calls
         ]
         return StepOutcome.CONTINUE if await deps.delegation(state, batch) else StepOutcome.IDLE
-    ok = await run_local_calls(deps, state, round_.message_id, calls, lead=[])
+    ok = await run_local_calls(deps, state, round_.message_id, round_.seq, calls, lead=[])
     return StepOutcome.CONTINUE if ok else StepOutcome.IDLE
 
 

@@ -8,7 +8,7 @@ decision half-way.
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 from uuid import UUID, uuid4
@@ -77,9 +77,18 @@ async def load_state(conn: Connection | Pool, session_id: UUID) -> SessionState 
 
 
 EventsFor = Callable[[int], Sequence[ev.DomainEvent]]
+# Extra writes that must commit with the events (file-change blobs), run before the append.
+BeforeAppend = Callable[[Connection], Awaitable[None]]
 
 
-async def record_if_current(pool: Pool, session_id: UUID, expected_count: int, events_for: EventsFor) -> bool:
+async def record_if_current(
+    pool: Pool,
+    session_id: UUID,
+    expected_count: int,
+    events_for: EventsFor,
+    *,
+    before_append: BeforeAppend | None = None,
+) -> bool:
     """Append `events_for(next_seq)` only if the session still runs and nobody recorded a
     message since the caller looked (`expected_count`). False means: drop your result."""
     async with pool.acquire() as conn, conn.transaction():
@@ -88,6 +97,8 @@ async def record_if_current(pool: Pool, session_id: UUID, expected_count: int, e
             return False
         if row["message_count"] != expected_count:
             return False
+        if before_append is not None:
+            await before_append(conn)
         events = list(events_for(row["message_count"] + 1))
         await eventstore.append(conn, str(session_id), events, expected_version=row["version"])
         return True
@@ -111,12 +122,21 @@ def message_items(items: Sequence[Item], first_seq: int) -> list[ev.DomainEvent]
 
 
 async def record_items(
-    pool: Pool, session_id: UUID, expected_count: int, items: Sequence[Item]
+    pool: Pool,
+    session_id: UUID,
+    expected_count: int,
+    items: Sequence[Item],
+    *,
+    before_append: BeforeAppend | None = None,
 ) -> int | None:
     """`record_if_current` for a list of events and message builders; returns the new
     message count, or None when the caller must drop its result."""
     recorded = await record_if_current(
-        pool, session_id, expected_count, lambda seq: message_items(items, seq)
+        pool,
+        session_id,
+        expected_count,
+        lambda seq: message_items(items, seq),
+        before_append=before_append,
     )
     if not recorded:
         return None

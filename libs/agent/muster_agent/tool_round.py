@@ -3,7 +3,8 @@
 Each tool's start is recorded before it runs, in the same transaction as whatever had to be
 recorded just before (the ASSISTANT message, or the previous tool's result), so a round of
 n tools costs n + 1 transactions. A call found started but unanswered was cut off by a
-crash: it gets an "interrupted" result and is never run again.
+crash: it gets an "interrupted" result and is never run again. A file tool's change (see
+`file_changes`) travels with its result, blobs included, in that same transaction.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from uuid import UUID
 from muster_contracts import events as ev
 
 from muster_agent import session_store as store
+from muster_agent.file_changes import ChangeRecorder, record_unanswered
 from muster_agent.session_store import Item, SessionState
 from muster_agent.tools.registry import is_local_tool, run_local_tool
 from muster_agent.tools.schemas import DELEGATION_TOOL_NAMES
@@ -30,6 +32,7 @@ async def run_local_calls(
     deps: Any,
     state: SessionState,
     round_message_id: UUID,
+    round_seq: int,
     calls: list[dict[str, Any]],
     lead: list[Item],
 ) -> bool:
@@ -38,6 +41,7 @@ async def run_local_calls(
     count: int | None = state.message_count
     carry = list(lead)
     workspace = Workspace(deps.workspaces / str(state.root_session_id))
+    changes = ChangeRecorder(workspace, state, round_message_id, round_seq)
     allowed = _allowed_tools(deps, state)
     for call in calls:
         if call["name"] in DELEGATION_TOOL_NAMES and deps.delegation is not None:
@@ -52,10 +56,10 @@ async def run_local_calls(
         carry.append(
             ev.ToolCallStarted(message_id=round_message_id, tool_call_id=call["id"], name=call["name"])
         )
-        assert count is not None
-        count = await store.record_items(deps.pool, state.session_id, count, carry)
+        count = await _record(deps, state, count, carry, changes)
         if count is None:
             return False
+        pending = await changes.before(call)
         outcome = await run_local_tool(workspace, call["name"], call["arguments"])
         log.info(
             "tool_call_finished session=%s tool=%s success=%s",
@@ -64,10 +68,28 @@ async def run_local_calls(
             outcome.get("success"),
         )
         carry = [store.tool_message(call["id"], json.dumps(outcome))]
+        change = await changes.after(call, outcome, pending)
+        if change is not None:
+            carry.append(change)
     if carry:
-        assert count is not None
-        count = await store.record_items(deps.pool, state.session_id, count, carry)
+        count = await _record(deps, state, count, carry, changes)
     return count is not None
+
+
+async def _record(
+    deps: Any, state: SessionState, count: int | None, carry: list[Item], changes: ChangeRecorder
+) -> int | None:
+    """Record `carry` with the blobs of the file changes in it. When the session no longer
+    runs here, the changes are recorded all the same: the files did change."""
+    assert count is not None
+    recorded = await store.record_items(
+        deps.pool, state.session_id, count, carry, before_append=changes.store
+    )
+    if recorded is None:
+        unanswered = [item for item in carry if isinstance(item, ev.FileChanged)]
+        await record_unanswered(deps.pool, state.session_id, unanswered, changes.blobs)
+    changes.blobs.clear()
+    return recorded
 
 
 def _allowed_tools(deps: Any, state: SessionState) -> frozenset[str]:

@@ -162,6 +162,35 @@ class ExecutionStatusChanged(DomainEvent):
     delivery_status: DeliveryStatus
 
 
+ChangeType = Literal["CREATED", "MODIFIED", "DELETED"]
+
+
+class FileChanged(DomainEvent):
+    """A local tool (write_file, edit_file, delete_file) changed a workspace file, on the
+    stream of the session whose tool call did it. Contents and the unified diff are stored
+    once in `blobs` by sha256 and referenced here, so the event stays small whatever the
+    file size. A content hash is None when that side does not exist (before a creation,
+    after a deletion) or could not be captured (`note` says why)."""
+
+    type: Literal["FileChanged"] = "FileChanged"
+    change_id: UUID
+    message_id: UUID  # the ASSISTANT message whose tool call made the change
+    message_seq: int  # its seq: a child's changes are attributed by seq range
+    tool_call_id: str
+    path: str  # relative to the workspace root, '/'-separated
+    change_type: ChangeType
+    lines_added: int = 0
+    lines_deleted: int = 0
+    diff_sha256: str | None = None
+    before_sha256: str | None = None
+    after_sha256: str | None = None
+    before_size: int | None = None
+    after_size: int | None = None
+    session_type: SessionType = "NORMAL"  # of the session that made the change
+    agent_type: str = "general"
+    note: str | None = None
+
+
 AnyEvent = Annotated[
     SessionCreated
     | UserMessageQueued
@@ -174,7 +203,8 @@ AnyEvent = Annotated[
     | ExecutionFinished
     | ExecutionDelivered
     | SubagentSessionCreated
-    | ExecutionStatusChanged,
+    | ExecutionStatusChanged
+    | FileChanged,
     Field(discriminator="type"),
 ]
 EVENTS: TypeAdapter[DomainEvent] = TypeAdapter(AnyEvent)
@@ -193,5 +223,6 @@ EVENT_TYPES: dict[str, type[DomainEvent]] = {
         ExecutionDelivered,
         SubagentSessionCreated,
         ExecutionStatusChanged,
+        FileChanged,
     )
 }

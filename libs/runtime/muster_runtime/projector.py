@@ -21,7 +21,7 @@ if TYPE_CHECKING:
 
 Projection = Callable[[Connection, "StoredEvent", Any], Awaitable[None]]
 
-PROJECTION_TABLES = ("sessions", "messages", "session_inputs", "tool_runs", "executions")
+PROJECTION_TABLES = ("sessions", "messages", "session_inputs", "tool_runs", "executions", "file_changes")
 
 
 async def _session_created(conn: Connection, s: StoredEvent, e: ev.SessionCreated) -> None:
@@ -118,6 +118,37 @@ async def _tool_started(conn: Connection, s: StoredEvent, e: ev.ToolCallStarted)
     )
 
 
+async def _file_changed(conn: Connection, s: StoredEvent, e: ev.FileChanged) -> None:
+    # The blobs it references were written by the recording transaction (not a projection).
+    await conn.execute(
+        """INSERT INTO file_changes (change_id, session_id, message_id, message_seq,
+               tool_call_id, path, change_type, lines_added, lines_deleted, diff_sha256,
+               before_sha256, after_sha256, before_size, after_size, session_type, agent_type,
+               note, position, created_at)
+           VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16,
+               $17, $18, $19)""",
+        e.change_id,
+        _sid(s),
+        e.message_id,
+        e.message_seq,
+        e.tool_call_id,
+        e.path,
+        e.change_type,
+        e.lines_added,
+        e.lines_deleted,
+        e.diff_sha256,
+        e.before_sha256,
+        e.after_sha256,
+        e.before_size,
+        e.after_size,
+        e.session_type,
+        e.agent_type,
+        e.note,
+        s.position,
+        s.recorded_at,
+    )
+
+
 PROJECTIONS: dict[str, Projection] = {
     "SessionCreated": _session_created,
     "UserMessageQueued": _input_queued,
@@ -126,6 +157,7 @@ PROJECTIONS: dict[str, Projection] = {
     "MessagesDiscarded": _messages_discarded,
     "SessionPhaseChanged": _phase_changed,
     "ToolCallStarted": _tool_started,
+    "FileChanged": _file_changed,
     "ExecutionStarted": executions.execution_started,
     "ExecutionFinished": executions.execution_finished,
     "ExecutionDelivered": executions.execution_delivered,

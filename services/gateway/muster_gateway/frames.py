@@ -121,6 +121,19 @@ def render(session_id: str, event: ev.DomainEvent) -> tuple[str, dict[str, Any]]
                 "status": event.status,
                 "deliveryStatus": event.delivery_status,
             }
+        case ev.FileChanged():
+            return "file_change", {
+                "changeId": str(event.change_id),
+                "messageId": str(event.message_id),
+                "toolCallId": event.tool_call_id,
+                "path": event.path,
+                "changeType": event.change_type,
+                "linesAdded": event.lines_added,
+                "linesDeleted": event.lines_deleted,
+                "sourceSessionId": session_id,
+                "sourceType": "SUBAGENT" if event.session_type == "SUBAGENT" else "MAIN",
+                "sourceAgentType": event.agent_type,
+            }
         case ev.QueuedMessagesDropped():
             # Not in the brief's list, but a client that showed `message_queued` needs to
             # learn that those messages will never run.

@@ -12,7 +12,9 @@ from uuid import UUID
 
 from muster_runtime.db import Connection, Pool
 
-from muster_gateway.errors import not_found
+from muster_gateway.errors import GatewayError, not_found
+from muster_gateway.file_change_merge import Change
+from muster_gateway.file_changes import changes_by_message, turn_summary
 from muster_gateway.frames import client_phase, iso, message_data
 
 _SESSION_COLUMNS = """session_id, title, session_type, parent_session_id, root_session_id,
@@ -141,11 +143,14 @@ async def list_messages(
             include_discarded,
             low,
         )
-    page, next_before = paginate(rows, rounds)
-    return {"items": [_message_item(row) for row in page], "nextBeforeSeq": next_before}
+        page, next_before = paginate(rows, rounds)
+        # Only the page's messages, and the executions of their tool calls, are read.
+        changes = await changes_by_message(conn, session_id, page)
+    items = [_message_item(row, changes.get(row["message_id"], [])) for row in page]
+    return {"items": items, "nextBeforeSeq": next_before}
 
 
-def _message_item(row: Any) -> dict[str, Any]:
+def _message_item(row: Any, changes: list[Change]) -> dict[str, Any]:
     item = message_data(
         row["message_id"],
         row["seq"],
@@ -157,8 +162,22 @@ def _message_item(row: Any) -> dict[str, Any]:
     item["createdAt"] = iso(row["created_at"])
     item["discarded"] = row["discarded"]
     if row["role"] == "ASSISTANT":
-        item["fileChanges"] = []  # placeholder until file changes are projected
+        item["fileChanges"] = [change.api() for change in changes]
     return item
+
+
+async def round_file_changes(pool: Pool, user_id: str, raw_id: str, raw_message_id: str) -> dict[str, Any]:
+    """The file changes of the turn holding the message, merged by path."""
+    try:
+        message_id: UUID | None = UUID(raw_message_id)
+    except ValueError:
+        message_id = None  # a malformed id is simply not found (after the session check)
+    async with pool.acquire() as conn, conn.transaction(isolation="repeatable_read", readonly=True):
+        session_id = (await owned(conn, user_id, raw_id, "session_id"))["session_id"]
+        items = None if message_id is None else await turn_summary(conn, session_id, message_id)
+    if items is None:
+        raise GatewayError("not_found", "message not found")
+    return {"items": items}
 
 
 async def list_executions(pool: Pool, user_id: str, raw_id: str, role: str) -> list[dict[str, Any]]:

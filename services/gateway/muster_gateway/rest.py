@@ -90,6 +90,18 @@ async def list_messages(
 
 
 @router.get(
+    "/v1/sessions/{session_id}/rounds/{message_id}/file-changes",
+    response_model=schemas.TurnFileChanges,
+    responses=_ERRORS,
+)
+async def round_file_changes(gw: GW, user: User, session_id: str, message_id: str) -> dict[str, Any]:
+    """The file changes of the turn holding `message_id` (any message of it: a turn is a
+    USER message and everything up to the next one), made by this session and by the
+    subagents it delegated to, merged by path."""
+    return await queries.round_file_changes(gw.pool, user, session_id, message_id)
+
+
+@router.get(
     "/v1/sessions/{session_id}/executions",
     response_model=schemas.ExecutionList,
     responses=_ERRORS,

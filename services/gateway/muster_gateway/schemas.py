@@ -6,7 +6,7 @@ null when they do not apply; routes serialise with `exclude_unset` for that.
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Literal
 
 from pydantic import BaseModel
 
@@ -49,6 +49,31 @@ class ToolCall(BaseModel):
     function: ToolCallFunction
 
 
+ChangeType = Literal["CREATED", "MODIFIED", "DELETED"]
+SourceType = Literal["MAIN", "SUBAGENT"]
+
+
+class FileChange(BaseModel):
+    """A change made in this message's round: by this session's own tool calls (MAIN), or by
+    a subagent it delegated to in this message (SUBAGENT; `parentToolCallId` names the
+    delegation). `toolCallId`/`messageId` are those of the session that made the change."""
+
+    changeId: str
+    path: str
+    changeType: ChangeType
+    linesAdded: int
+    linesDeleted: int
+    diff: str | None
+    sourceSessionId: str
+    sourceType: SourceType
+    sourceAgentType: str
+    toolCallId: str
+    messageId: str
+    parentToolCallId: str | None
+    executionId: str | None
+    note: str | None
+
+
 class Message(BaseModel):
     messageId: str
     seq: int
@@ -58,12 +83,33 @@ class Message(BaseModel):
     toolCallId: str | None = None
     createdAt: str
     discarded: bool
-    fileChanges: list[dict[str, Any]] | None = None
+    fileChanges: list[FileChange] | None = None
 
 
 class MessagePage(BaseModel):
     items: list[Message]
     nextBeforeSeq: int | None
+
+
+class ChangeSource(BaseModel):
+    sessionId: str
+    type: SourceType
+    agentType: str
+
+
+class MergedFileChange(BaseModel):
+    path: str
+    changeType: ChangeType
+    linesAdded: int
+    linesDeleted: int
+    before: str | None
+    after: str | None
+    patch: str | None
+    sources: list[ChangeSource]
+
+
+class TurnFileChanges(BaseModel):
+    items: list[MergedFileChange]
 
 
 class Usage(BaseModel):

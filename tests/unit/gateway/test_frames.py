@@ -104,3 +104,24 @@ def test_delegation_events_on_the_parent_stream() -> None:
     assert frame is not None and frame["type"] == "execution_status"
     assert frame["data"] == {"executionId": str(execution), "status": "COMPLETED",
                              "deliveryStatus": "DELIVERED"}
+
+
+def test_file_change_on_the_stream_of_the_session_that_made_it() -> None:
+    change, message = uuid4(), uuid4()
+    frame = frame_of(ev.FileChanged(
+        change_id=change, message_id=message, message_seq=2, tool_call_id="call_w", path="a/b.txt",
+        change_type="CREATED", lines_added=3, diff_sha256="d" * 64, after_sha256="a" * 64,
+        after_size=9, session_type="SUBAGENT", agent_type="coder",
+    ))
+    assert frame is not None and frame["type"] == "file_change"
+    assert frame["data"] == {
+        "changeId": str(change), "messageId": str(message), "toolCallId": "call_w", "path": "a/b.txt",
+        "changeType": "CREATED", "linesAdded": 3, "linesDeleted": 0, "sourceSessionId": "sid",
+        "sourceType": "SUBAGENT", "sourceAgentType": "coder",
+    }
+    for session_type in ("NORMAL", "SIDE_TASK"):
+        main = frame_of(ev.FileChanged(
+            change_id=change, message_id=message, message_seq=2, tool_call_id="c", path="p",
+            change_type="MODIFIED", session_type=session_type,
+        ))
+        assert main is not None and main["data"]["sourceType"] == "MAIN"

@@ -1,0 +1,146 @@
+"""What the file tools change, recorded with the tool's result.
+
+Before `write_file`, `edit_file` or `delete_file` runs, the file's content is captured; after
+a successful run, its new content. The change (CREATED, MODIFIED or DELETED, lines added and
+deleted, a unified diff) becomes a small `FileChanged` event on the session's stream; the
+contents and the diff go to `blobs`, stored once by sha256, in the same transaction as the
+tool's TOOL result. A file that is not a regular UTF-8 text file of at most 4 MiB is recorded
+without content or diff, and the event's `note` says why. A write that changes nothing is
+not a change.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, cast
+from uuid import UUID, uuid4
+
+from muster_contracts import events as ev
+from muster_runtime import eventstore
+from muster_runtime.db import Connection, Pool
+
+from muster_agent.file_snapshots import Snapshot, sha256, take_snapshot, unified_diff
+from muster_agent.session_store import SessionState, lock_session
+from muster_agent.tools.workspace import Workspace, WorkspaceError
+
+FILE_TOOLS = frozenset({"write_file", "edit_file", "delete_file"})
+
+
+@dataclass(frozen=True)
+class Pending:
+    """A file tool call about to run: where it writes and what was there before."""
+
+    target: Path
+    before: Snapshot
+
+
+@dataclass
+class ChangeRecorder:
+    """The file changes of one round's tool calls, waiting to be recorded with their results."""
+
+    workspace: Workspace
+    state: SessionState
+    message_id: UUID
+    message_seq: int
+    blobs: dict[str, str] = field(default_factory=dict)
+
+    async def before(self, call: Mapping[str, Any]) -> Pending | None:
+        """What the file is before `call` runs; None when `call` cannot change a file."""
+        path = call["arguments"].get("path") if isinstance(call.get("arguments"), dict) else None
+        if call["name"] not in FILE_TOOLS or not isinstance(path, str):
+            return None
+        return await asyncio.to_thread(self._before, path)
+
+    def _before(self, path: str) -> Pending | None:
+        try:
+            target = self.workspace.resolve(path)
+        except WorkspaceError:
+            return None  # the tool refuses the path too
+        return Pending(target, take_snapshot(target))
+
+    async def after(
+        self, call: Mapping[str, Any], outcome: Mapping[str, Any], pending: Pending | None
+    ) -> ev.FileChanged | None:
+        """The change `call` made, its blobs kept for `store`; None when it changed nothing."""
+        if pending is None or not outcome.get("success") or not isinstance(outcome.get("path"), str):
+            return None
+        return await asyncio.to_thread(self._describe, call, outcome["path"], pending)
+
+    def _describe(self, call: Mapping[str, Any], path: str, pending: Pending) -> ev.FileChanged | None:
+        before = pending.before
+        after = Snapshot(exists=False) if call["name"] == "delete_file" else take_snapshot(pending.target)
+        known = (not before.exists or before.content is not None) and (
+            not after.exists or after.content is not None
+        )
+        if known and before.exists == after.exists and before.content == after.content:
+            return None
+        diff_sha = None
+        added = deleted = 0
+        if known:
+            diff, added, deleted = unified_diff(path, before.content, after.content)
+            diff_sha = self._keep(diff)
+        change_type: ev.ChangeType = (
+            "CREATED" if not before.exists else "DELETED" if not after.exists else "MODIFIED"
+        )
+        return ev.FileChanged(
+            change_id=uuid4(),
+            message_id=self.message_id,
+            message_seq=self.message_seq,
+            tool_call_id=call["id"],
+            path=path,
+            change_type=change_type,
+            lines_added=added,
+            lines_deleted=deleted,
+            diff_sha256=diff_sha,
+            before_sha256=self._keep(before.content),
+            after_sha256=self._keep(after.content),
+            before_size=before.size,
+            after_size=after.size,
+            session_type=cast(ev.SessionType, self.state.session_type),
+            agent_type=self.state.agent_type,
+            note=before.note or after.note,
+        )
+
+    def _keep(self, content: str | None) -> str | None:
+        if content is None:
+            return None
+        digest = sha256(content)
+        self.blobs[digest] = content
+        return digest
+
+    async def store(self, conn: Connection) -> None:
+        """Inside the recording transaction: the kept blobs, each stored once."""
+        await store_blobs(conn, self.blobs)
+
+
+async def store_blobs(conn: Connection, blobs: Mapping[str, str]) -> None:
+    if not blobs:
+        return
+    digests = sorted(blobs)  # a fixed order: concurrent writers of shared blobs cannot deadlock
+    contents = [blobs[d] for d in digests]
+    await conn.execute(
+        """INSERT INTO blobs (sha256, content, size)
+           SELECT * FROM unnest($1::text[], $2::text[], $3::int[])
+           ON CONFLICT (sha256) DO NOTHING""",
+        digests,
+        contents,
+        [len(c.encode("utf-8")) for c in contents],
+    )
+
+
+async def record_unanswered(
+    pool: Pool, session_id: UUID, changes: Sequence[ev.FileChanged], blobs: Mapping[str, str]
+) -> None:
+    """The session stopped running here before a tool's result could be recorded (cancelled,
+    lease lost): the files changed all the same, so the changes are recorded on their own."""
+    if not changes:
+        return
+    async with pool.acquire() as conn, conn.transaction():
+        row = await lock_session(conn, session_id)
+        if row is None:
+            return
+        await store_blobs(conn, blobs)
+        await eventstore.append(conn, str(session_id), list(changes), expected_version=row["version"])
