@@ -18,7 +18,7 @@ from muster_contracts import events as ev
 from muster_runtime import eventstore
 from muster_runtime.db import Connection, Pool
 
-from muster_agent.history import StoredMessage, from_row, pending_tool_calls
+from muster_agent.history import StoredMessage, pending_tool_calls
 
 RUNNING_PHASES = ("RUNNING", "RESUMING")
 
@@ -47,19 +47,31 @@ async def lock_session(conn: Connection, session_id: UUID) -> Any:
     return await conn.fetchrow("SELECT * FROM sessions WHERE session_id = $1 FOR UPDATE", session_id)
 
 
+LOAD_STATE = """
+SELECT s.*,
+    (SELECT json_agg(json_build_object('message_id', m.message_id, 'seq', m.seq, 'role', m.role,
+                'content', m.content, 'tool_calls', m.tool_calls, 'tool_call_id', m.tool_call_id)
+            ORDER BY m.seq)
+     FROM messages m WHERE m.session_id = s.session_id AND NOT m.discarded) AS history,
+    (SELECT array_agg(t.tool_call_id) FROM tool_runs t WHERE t.session_id = s.session_id) AS started
+FROM sessions s WHERE s.session_id = $1
+"""
+
+
 async def load_state(conn: Connection | Pool, session_id: UUID) -> SessionState | None:
     if isinstance(conn, asyncpg.Pool):
         async with conn.acquire() as held:
             return await load_state(held, session_id)
-    row = await conn.fetchrow("SELECT * FROM sessions WHERE session_id = $1", session_id)
+    # One round trip: the step loop reloads its state before every decision.
+    row = await conn.fetchrow(LOAD_STATE, session_id)
     if row is None:
         return None
-    messages = await conn.fetch(
-        """SELECT message_id, seq, role, content, tool_calls, tool_call_id FROM messages
-           WHERE session_id = $1 AND NOT discarded ORDER BY seq""",
-        session_id,
-    )
-    started = await conn.fetch("SELECT tool_call_id FROM tool_runs WHERE session_id = $1", session_id)
+    messages = [
+        StoredMessage(
+            UUID(m["message_id"]), m["seq"], m["role"], m["content"], m["tool_calls"], m["tool_call_id"]
+        )
+        for m in row["history"] or []
+    ]
     return SessionState(
         session_id=row["session_id"],
         user_id=row["user_id"],
@@ -71,8 +83,8 @@ async def load_state(conn: Connection | Pool, session_id: UUID) -> SessionState 
         phase=row["phase"],
         version=row["version"],
         message_count=row["message_count"],
-        messages=[from_row(m) for m in messages],
-        started_tool_calls=frozenset(r["tool_call_id"] for r in started),
+        messages=messages,
+        started_tool_calls=frozenset(row["started"] or ()),
     )
 
 

@@ -15,14 +15,21 @@ from muster_recovery.cascade import cancel_children
 
 log = logging.getLogger("muster.recovery")
 
+OPEN_SIBLINGS = """
+SELECT e.parent_session_id,
+       (SELECT count(*) FROM executions o WHERE o.parent_session_id = e.parent_session_id
+          AND o.status IN ('RUNNING', 'RECOVERING')) AS open
+FROM executions e WHERE e.execution_id = $1
+"""
+
 
 async def on_event(event: RecordedEvent, pool: Pool) -> None:
     if event.type == "ExecutionFinished":
-        parent = await pool.fetchval(
-            "SELECT parent_session_id FROM executions WHERE execution_id = $1", UUID(event.stream_id)
-        )
-        if parent is not None:
-            await settle(pool, parent)
+        # Only the last open sibling can complete the barrier; the others would take the
+        # parent's lock to find it still waiting. (The periodic scan settles anything missed.)
+        row = await pool.fetchrow(OPEN_SIBLINGS, UUID(event.stream_id))
+        if row is not None and row["open"] == 0:
+            await settle(pool, row["parent_session_id"])
     elif event.type == "SessionPhaseChanged" and event.payload.get("phase") == "CANCELLED":
         await cancel_children(pool, UUID(event.stream_id))
     elif event.type == "MessageRecorded" and event.payload.get("role") == "TOOL":
