@@ -1,49 +1,26 @@
 """API tokens for the local run.
 
 Two formats carry the same mapping: `MUSTER_TOKENS` is `token=user,token=user` and a tokens
-file holds one `token=user` per line (blank lines and `#` comments allowed). The gateway reads
-the same formats on its own; this module is the launcher's side of that contract.
+file holds one `token=user` per line (blank lines and `#` comments allowed); both are parsed
+by `muster_runtime.tokens`, as in the gateway. This module keeps the launcher's dev tokens.
 """
 
 from __future__ import annotations
 
 import os
 import secrets
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from pathlib import Path
+
+from muster_runtime.tokens import load_tokens, parse_tokens, parse_tokens_file
+
+__all__ = ["load_tokens", "parse_tokens", "parse_tokens_file"]
 
 DEV_USER = "dev"
 TOKENS_FILE_NAME = "tokens"
 # The effective tokens of the current run; kept apart from `tokens` so that a run with
 # MUSTER_TOKENS never overwrites the persisted dev token.
 EFFECTIVE_TOKENS_FILE = Path("run") / "tokens"
-
-
-def _parse_entries(entries: Iterable[str], origin: str) -> dict[str, str]:
-    """Ordered token -> user; the first entry stays first because `token:` prints it."""
-    tokens: dict[str, str] = {}
-    for raw in entries:
-        entry = raw.strip()
-        if not entry or entry.startswith("#"):
-            continue
-        # Split on the first '=' only: generated tokens never contain '=', user names might.
-        token, sep, user = entry.partition("=")
-        token, user = token.strip(), user.strip()
-        if not sep or not token or not user:
-            raise ValueError(f"{origin}: expected token=user, got {entry!r}")
-        if tokens.get(token, user) != user:
-            raise ValueError(f"{origin}: token {token[:4]}… maps to two users")
-        tokens[token] = user
-    return tokens
-
-
-def parse_tokens(spec: str) -> dict[str, str]:
-    """Parse the `MUSTER_TOKENS` form `token=user,token=user`."""
-    return _parse_entries(spec.split(","), "MUSTER_TOKENS")
-
-
-def parse_tokens_file(text: str, origin: str = "tokens file") -> dict[str, str]:
-    return _parse_entries(text.splitlines(), origin)
 
 
 def format_tokens_file(tokens: Mapping[str, str]) -> str:
@@ -58,19 +35,6 @@ def write_tokens_file(path: Path, tokens: Mapping[str, str]) -> None:
     with os.fdopen(fd, "w") as fh:
         fh.write(format_tokens_file(tokens))
     os.replace(tmp, path)
-
-
-def load_tokens(environ: Mapping[str, str] | None = None) -> dict[str, str]:
-    """token -> user from MUSTER_TOKENS, else from the file named by MUSTER_TOKENS_FILE."""
-    env = os.environ if environ is None else environ
-    spec = env.get("MUSTER_TOKENS", "").strip()
-    if spec:
-        return parse_tokens(spec)
-    file_name = env.get("MUSTER_TOKENS_FILE", "").strip()
-    if file_name:
-        path = Path(file_name)
-        return parse_tokens_file(path.read_text(), str(path))
-    return {}
 
 
 def dev_tokens(data_dir: Path) -> dict[str, str]:

@@ -19,6 +19,16 @@ def sqlalchemy_url(database_url: str) -> str:
     raise ValueError("DATABASE_URL must start with postgresql://")
 
 
+def run_script(script: str) -> None:
+    """Inside a migration: run a multi-statement SQL script. asyncpg prepares each statement,
+    so the script is sent one statement at a time."""
+    from alembic import op
+
+    for statement in (part.strip() for part in script.split(";\n")):
+        if statement:
+            op.execute(statement)
+
+
 def upgrade(database_url: str, revision: str = "head") -> None:
     """Synchronous: Alembic's env runs its own event loop, so call this outside one."""
     config = Config()

@@ -11,8 +11,8 @@ import logging
 import uvicorn
 from muster_runtime import logs
 from muster_runtime.settings import Settings
+from muster_runtime.tokens import TokenError, load_tokens
 
-from muster_gateway.auth import TokenError, load_tokens
 from muster_gateway.bootstrap import build_app
 from muster_gateway.protocol import TRANSPORT_MAX_BYTES
 

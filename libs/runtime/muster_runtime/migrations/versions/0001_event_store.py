@@ -3,7 +3,7 @@
 Revision ID: 0001
 """
 
-from alembic import op
+from muster_runtime.migrate import run_script
 
 revision = "0001"
 down_revision = None
@@ -108,16 +108,9 @@ DROP TABLE tool_runs, session_inputs, messages, sessions, leases, processed_mess
 """
 
 
-def _statements(script: str) -> list[str]:
-    # asyncpg prepares each statement, so a script must be sent one statement at a time.
-    return [part.strip() for part in script.split(";\n") if part.strip()]
-
-
 def upgrade() -> None:
-    for statement in _statements(UPGRADE):
-        op.execute(statement)
+    run_script(UPGRADE)
 
 
 def downgrade() -> None:
-    for statement in _statements(DOWNGRADE):
-        op.execute(statement)
+    run_script(DOWNGRADE)

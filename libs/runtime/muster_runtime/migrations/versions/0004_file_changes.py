@@ -8,7 +8,7 @@ Revision ID: 0004
 Revises: 0003
 """
 
-from alembic import op
+from muster_runtime.migrate import run_script
 
 revision = "0004"
 down_revision = "0003"
@@ -51,16 +51,9 @@ DROP TABLE blobs
 """
 
 
-def _statements(script: str) -> list[str]:
-    # asyncpg prepares each statement, so a script must be sent one statement at a time.
-    return [part.strip() for part in script.split(";\n") if part.strip()]
-
-
 def upgrade() -> None:
-    for statement in _statements(UPGRADE):
-        op.execute(statement)
+    run_script(UPGRADE)
 
 
 def downgrade() -> None:
-    for statement in _statements(DOWNGRADE):
-        op.execute(statement)
+    run_script(DOWNGRADE)

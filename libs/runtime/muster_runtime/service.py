@@ -1,0 +1,106 @@
+"""What every Kafka-consuming service is made of, so each composition root only says what
+is its own: the broker, the shared resources of its lifespan, and batch subscribers that
+validate at the edge before dispatching."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import AsyncIterator, Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import Any, TypeVar
+
+from aiokafka import AIOKafkaProducer
+from faststream import AckPolicy
+from faststream.kafka import KafkaBroker
+from faststream.kafka.annotations import KafkaMessage
+from pydantic import TypeAdapter
+
+from muster_runtime.consuming import BATCH_OPTIONS, per_key, records_of
+from muster_runtime.db import Pool, create_pool
+from muster_runtime.edge import Edge
+from muster_runtime.kafka import consumer_options, publisher, start_producer
+from muster_runtime.outbox import OutboxRelay
+from muster_runtime.settings import Settings
+
+T = TypeVar("T")
+
+
+def make_broker(settings: Settings, service: str) -> KafkaBroker:
+    # Our log format; FastStream's per-message lines only at DEBUG.
+    return KafkaBroker(
+        settings.kafka_bootstrap_servers or "localhost:9092",
+        logger=logging.getLogger(f"muster.{service}.kafka"),
+        log_level=logging.DEBUG,
+    )
+
+
+@dataclass
+class Resources:
+    pool: Pool
+    producer: AIOKafkaProducer
+    tasks: list[asyncio.Task[None]] = field(default_factory=list)
+
+    def spawn(self, work: Awaitable[None]) -> None:
+        self.tasks.append(asyncio.ensure_future(work))
+
+
+@contextlib.asynccontextmanager
+async def resources(settings: Settings, *, pool_size: int = 10) -> AsyncIterator[Resources]:
+    """Pool, producer and outbox relay for a lifespan; background tasks spawned on the
+    result are cancelled before the producer and pool close."""
+    pool = await create_pool(settings.database_url, max_size=pool_size)
+    try:
+        producer = await start_producer(settings)
+    except BaseException:
+        await pool.close()
+        raise
+    held = Resources(pool, producer)
+    held.spawn(OutboxRelay(pool, settings.database_url, publisher(producer)).run_forever())
+    try:
+        yield held
+    finally:
+        for task in held.tasks:
+            task.cancel()
+        await asyncio.gather(*held.tasks, return_exceptions=True)
+        await producer.stop()
+        await pool.close()
+
+
+def subscribe_batch(
+    broker: KafkaBroker,
+    settings: Settings,
+    edge: Edge,
+    *,
+    group_id: str,
+    adapter: TypeAdapter[T],
+    dispatch: Callable[[T], Awaitable[None]],
+    title: str,
+    description: str,
+) -> Any:
+    """A batch subscriber on `edge.topic`: one offset commit per batch, records of one key
+    in order, poison to the dead-letter topic (see `Edge`)."""
+
+    @broker.subscriber(  # type: ignore[untyped-decorator]  # **options hide the typed overload
+        edge.topic,
+        group_id=group_id,
+        ack_policy=AckPolicy.NACK_ON_ERROR,
+        title=title,
+        description=description,
+        **BATCH_OPTIONS,
+        **consumer_options(settings),
+    )
+    async def consume(msg: KafkaMessage) -> None:
+        await per_key(
+            records_of(msg.raw_message),
+            lambda record: edge.handle(
+                record.value,
+                record.key,
+                adapter,
+                dispatch,
+                offset=(record.topic, record.partition, record.offset),
+            ),
+        )
+
+    return consume
