@@ -1,4 +1,5 @@
-"""The `muster` command: `muster run` starts everything, `muster chat` talks to it."""
+"""The `muster` command: `muster run` starts everything, `muster chat` talks to it,
+`muster rebuild` replays the projections from the events (or `--check`s them)."""
 
 from __future__ import annotations
 
@@ -26,6 +27,16 @@ def _parser() -> argparse.ArgumentParser:
     chat.add_argument("--session", help="post to this session instead of creating one")
     chat.add_argument("--timeout", type=float, default=600.0, help="seconds to wait for the turn")
     chat.add_argument("message")
+    rebuild = commands.add_parser(
+        "rebuild",
+        help="drop the projections and replay them from the events ($DATABASE_URL, else the local database)",
+    )
+    rebuild.add_argument(
+        "--check",
+        action="store_true",
+        help="replay into scratch tables and compare them with the live ones; exit 1 if any differs",
+    )
+    rebuild.add_argument("--batch", type=int, default=2000, help="events read per query")
     return parser
 
 
@@ -35,6 +46,10 @@ def main(argv: list[str] | None = None) -> int:
         from .run import RunOptions, run
 
         return run(RunOptions(wait_gateway=not args.no_wait_gateway))
+    if args.command == "rebuild":
+        from .rebuild_cli import run_rebuild
+
+        return run_rebuild(args.check, args.batch)
     from .chat import run_chat
 
     data_dir = Path(os.environ.get("MUSTER_DATA_DIR") or ".muster")
