@@ -8,7 +8,7 @@ VENV := .venv
 # Never download an interpreter: the project runs on the machine's own Python.
 export UV_PYTHON_DOWNLOADS := never
 
-.PHONY: install run test lint bench docs clean
+.PHONY: install run test lint bench docs clean rebuild rebuild-check chaos
 
 .tools/bin/uv:
 	$(PYTHON) -m venv .tools
@@ -30,8 +30,23 @@ lint: install
 bench: install
 	$(VENV)/bin/python -m bench.fanout
 
+# Random SIGKILLs against a private cluster, then the DESIGN §6 invariants; reports go to
+# chaos-results/. Re-run a failure with the seed it printed: make chaos CHAOS_SEED=N
+CHAOS_SEED ?= $(shell date +%s)
+CHAOS_SESSIONS ?= 30
+CHAOS_KILLS ?= 20
+chaos: install
+	$(VENV)/bin/python -m chaos.run --sessions $(CHAOS_SESSIONS) --kills $(CHAOS_KILLS) --seed $(CHAOS_SEED)
+
 docs: install
 	$(VENV)/bin/python -m muster_launcher.asyncapi
+
+# Projections of $$DATABASE_URL, else of the running local database (`make run`).
+rebuild: install
+	$(VENV)/bin/muster rebuild
+
+rebuild-check: install
+	$(VENV)/bin/muster rebuild --check
 
 # Not .muster/: it holds the local database and tokens, which persist on purpose.
 clean:

@@ -1,0 +1,173 @@
+"""The seeded workload: which sessions run, as scripted-model trees (DESIGN §7).
+
+Kinds: `delegate` (1-3 parallel children that write a file then answer, some slow, some
+failing, sometimes a second delegation round or a local tool beside the delegations),
+`followup` (a delegation, then a second turn with `delegate_followup` to that child),
+`cancel` (slow children, the parent cancelled mid-run), `plain` (one agent, file tools).
+"""
+
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass, field
+from typing import Any
+
+from tests.e2e.wsclient import call, script
+
+USERS = ("alice", "bob")
+
+
+@dataclass
+class SessionPlan:
+    index: int
+    kind: str
+    user: str
+    title: str
+    first: str  # content of the first turn
+    expect: str  # the phase the session should end in
+    start_after_kill: int  # launched once this many kill steps are done
+    jitter_s: float
+    followup_task: str | None = None  # the follow-up child's task (kind followup)
+    cancel_after_s: float | None = None  # after the children appear (kind cancel)
+    children: int = 0
+    notes: list[str] = field(default_factory=list)
+
+
+def child_task(rng: random.Random, name: str, fail: bool) -> str:
+    first: dict[str, Any] = {"tool_calls": [call("write_file", path=name, content=f"written by {name}\n")]}
+    if rng.random() < 0.6:
+        first["delay_ms"] = rng.randint(200, 2000)
+    if fail:
+        return script(first, {"fail": f"chaos: {name} failed on purpose"})
+    last: dict[str, Any] = {"content": f"wrote {name}"}
+    if rng.random() < 0.3:
+        last["delay_ms"] = rng.randint(200, 2000)
+    return script(first, last)
+
+
+def _delegate(rng: random.Random, index: int, plan_notes: list[str]) -> tuple[str, int]:
+    count = rng.randint(1, 3)
+    calls = []
+    for c in range(count):
+        fail = rng.random() < 0.15
+        if fail:
+            plan_notes.append(f"child {c} fails")
+        calls.append(call("delegate", agent_type="coder", task=child_task(rng, f"s{index}/c{c}.txt", fail)))
+    if rng.random() < 0.3:
+        calls.insert(0, call("write_file", path=f"s{index}/parent.txt", content="parent side\n"))
+        plan_notes.append("local tool beside delegations")
+    steps: list[dict[str, Any]] = [{"tool_calls": calls, "delay_ms": rng.choice([0, rng.randint(200, 1500)])}]
+    if rng.random() < 0.3:
+        steps.append(
+            {
+                "tool_calls": [
+                    call("delegate", agent_type="coder", task=child_task(rng, f"s{index}/r2.txt", False))
+                ]
+            }
+        )
+        plan_notes.append("second delegation round")
+        count += 1
+    steps.append({"content": f"parent {index} done"})
+    return script(*steps), count
+
+
+def _plain(rng: random.Random, index: int) -> tuple[str, str]:
+    path = f"p{index}/notes.txt"
+    steps: list[dict[str, Any]] = [
+        {
+            "tool_calls": [call("write_file", path=path, content="alpha\nbeta\n")],
+            "delay_ms": rng.randint(0, 1500),
+        },
+        {
+            "tool_calls": [
+                call("read_file", path=path),
+                call("edit_file", path=path, old_string="beta", new_string="gamma"),
+            ]
+        },
+        {
+            "tool_calls": [
+                call("write_file", path=f"p{index}/tmp.txt", content="x\n"),
+                call("list_files", path=f"p{index}"),
+            ],
+            "delay_ms": rng.randint(0, 1500),
+        },
+        {"tool_calls": [call("delete_file", path=f"p{index}/tmp.txt")]},
+    ]
+    if rng.random() < 0.12:
+        steps.append({"fail": f"chaos: plain session {index} fails on purpose"})
+        return script(*steps), "FAILED"
+    steps.append({"content": f"plain {index} done"})
+    return script(*steps), "COMPLETED"
+
+
+def plan_workload(seed: int, sessions: int, kill_steps: int) -> list[SessionPlan]:
+    rng = random.Random(f"workload-{seed}")
+    cancels = 1 if sessions < 10 else rng.randint(1, 2)
+    followups = max(1, round(sessions * rng.uniform(0.12, 0.2)))
+    plains = max(1, round(sessions * rng.uniform(0.2, 0.3)))
+    kinds = (["cancel"] * cancels + ["followup"] * followups + ["plain"] * plains)[:sessions]
+    kinds += ["delegate"] * (sessions - len(kinds))
+    rng.shuffle(kinds)
+    plans = []
+    for index, kind in enumerate(kinds):
+        user = rng.choice(USERS)
+        start = min(kill_steps - 1, index * kill_steps // max(sessions, 1)) if kill_steps else 0
+        plan = SessionPlan(
+            index,
+            kind,
+            user,
+            f"chaos-{seed}-{index}",
+            "",
+            "COMPLETED",
+            max(start, 0),
+            round(rng.uniform(0, 2.0), 2),
+        )
+        if kind == "delegate":
+            plan.first, plan.children = _delegate(rng, index, plan.notes)
+        elif kind == "followup":
+            plan.first = script(
+                {
+                    "tool_calls": [
+                        call("delegate", agent_type="coder", task=child_task(rng, f"f{index}/a.txt", False))
+                    ]
+                },
+                {"content": f"followup {index} first turn"},
+            )
+            plan.followup_task = script(
+                {
+                    "tool_calls": [
+                        call("edit_file", path=f"f{index}/a.txt", old_string="written", new_string="edited")
+                    ],
+                    "delay_ms": rng.randint(0, 1500),
+                },
+                {"content": f"followup {index} edited"},
+            )
+            plan.children = 1
+        elif kind == "cancel":
+            slow = [
+                call(
+                    "delegate",
+                    agent_type="coder",
+                    task=script({"content": "slow", "delay_ms": rng.randint(8000, 20000)}),
+                )
+                for _ in range(2)
+            ]
+            plan.first = script({"tool_calls": slow}, {"content": "must never be said"})
+            plan.expect, plan.children = "CANCELLED", 2
+            plan.cancel_after_s = round(rng.uniform(0.3, 3.0), 2)
+        else:
+            plan.first, plan.expect = _plain(rng, index)
+        plans.append(plan)
+    return plans
+
+
+def followup_content(plan: SessionPlan, child_session_id: str) -> str:
+    assert plan.followup_task is not None
+    return script(
+        {
+            "tool_calls": [
+                call("delegate_followup", child_session_id=child_session_id, task=plan.followup_task)
+            ]
+        },
+        {"content": f"followup {plan.index} done"},
+    )
