@@ -9,6 +9,7 @@ import logging
 from typing import Any
 
 from aiokafka import AIOKafkaProducer
+from aiokafka.errors import KafkaConnectionError
 
 from muster_runtime import topics
 from muster_runtime.outbox import Publish
@@ -28,18 +29,31 @@ def consumer_options(settings: Settings) -> dict[str, Any]:
     }
 
 
-async def start_producer(settings: Settings) -> AIOKafkaProducer:
-    # Idempotent/transactional producers are rejected by the local broker; consumers are
-    # idempotent instead (processed-message tracking).
-    producer = AIOKafkaProducer(
-        bootstrap_servers=settings.kafka_bootstrap_servers,
-        acks="all",
-        linger_ms=0,
-        enable_idempotence=False,
-        max_request_size=8 * 1024 * 1024,
-    )
-    await producer.start()
-    return producer
+async def start_producer(settings: Settings, *, within_s: float = 60.0) -> AIOKafkaProducer:
+    """Connect a producer, retrying with backoff while the broker is unreachable (it may
+    be restarting), so a service waits for it instead of crash-looping."""
+    delay, waited = 0.25, 0.0
+    while True:
+        # Idempotent/transactional producers are rejected by the local broker; consumers
+        # are idempotent instead (processed-message tracking).
+        producer = AIOKafkaProducer(
+            bootstrap_servers=settings.kafka_bootstrap_servers,
+            acks="all",
+            linger_ms=0,
+            enable_idempotence=False,
+            max_request_size=8 * 1024 * 1024,
+        )
+        try:
+            await producer.start()
+            return producer
+        except KafkaConnectionError:
+            await producer.stop()
+            if waited >= within_s:
+                raise
+            log.warning("kafka_unreachable retry_in=%.2fs", delay)
+            await asyncio.sleep(delay)
+            waited += delay
+            delay = min(delay * 2, 5.0)
 
 
 def publisher(producer: AIOKafkaProducer) -> Publish:
