@@ -18,17 +18,6 @@ class StoredMessage:
     tool_call_id: str | None
 
 
-def from_row(row: Any) -> StoredMessage:
-    return StoredMessage(
-        message_id=row["message_id"],
-        seq=row["seq"],
-        role=row["role"],
-        content=row["content"],
-        tool_calls=row["tool_calls"],
-        tool_call_id=row["tool_call_id"],
-    )
-
-
 def to_chat(messages: list[StoredMessage]) -> list[dict[str, Any]]:
     """OpenAI chat-format messages (without the system prompt)."""
     chat: list[dict[str, Any]] = []

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from typing import Any, TypeAlias
+from typing import TypeAlias
 
 import asyncpg
 
@@ -31,7 +31,3 @@ async def create_pool(database_url: str, *, min_size: int = 2, max_size: int = 1
         reset=_keep_session_state,
     )
     return pool
-
-
-def as_dict(record: Any) -> dict[str, Any]:
-    return dict(record.items())
