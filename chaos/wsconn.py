@@ -14,6 +14,8 @@ from typing import Any
 
 import websockets
 
+from tests.e2e.wsclient import request_frame
+
 Frame = dict[str, Any]
 TERMINAL = ("COMPLETED", "FAILED", "CANCELLED")
 
@@ -107,11 +109,7 @@ class Conn:
     ) -> Frame:
         await asyncio.wait_for(self._connected.wait(), within)
         frame_id = f"r{next(self._ids)}"
-        frame: Frame = {"type": type_, "id": frame_id}
-        if session_id is not None:
-            frame["sessionId"] = session_id
-        if data is not None:
-            frame["data"] = data
+        frame = request_frame(type_, frame_id, session_id, data)
         future: asyncio.Future[Frame] = asyncio.get_running_loop().create_future()
         self._replies[frame_id] = future
         try:

@@ -25,6 +25,16 @@ def call(name: str, **arguments: Any) -> dict[str, Any]:
     return {"name": name, "arguments": arguments}
 
 
+def request_frame(type_: str, frame_id: str, session_id: str | None, data: dict[str, Any] | None) -> Frame:
+    """A client → server frame; `sessionId` and `data` only when given."""
+    frame: Frame = {"type": type_, "id": frame_id}
+    if session_id is not None:
+        frame["sessionId"] = session_id
+    if data is not None:
+        frame["data"] = data
+    return frame
+
+
 class Client:
     def __init__(self, ws: Any) -> None:
         self.ws = ws
@@ -63,14 +73,9 @@ class Client:
     async def request(self, type_: str, session_id: str | None = None, data: dict[str, Any] | None = None,
                       timeout: float = 15) -> Frame:
         frame_id = f"r{next(self._ids)}"
-        frame: Frame = {"type": type_, "id": frame_id}
-        if session_id is not None:
-            frame["sessionId"] = session_id
-        if data is not None:
-            frame["data"] = data
         future: asyncio.Future[Frame] = asyncio.get_running_loop().create_future()
         self._replies[frame_id] = future
-        await self.ws.send(json.dumps(frame))
+        await self.ws.send(json.dumps(request_frame(type_, frame_id, session_id, data)))
         return await asyncio.wait_for(future, timeout)
 
     async def ack(self, type_: str, session_id: str | None = None, data: dict[str, Any] | None = None) -> dict[str, Any]:

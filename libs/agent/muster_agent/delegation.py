@@ -4,7 +4,6 @@ transaction. The step then ends; the barrier (recovery) resumes the parent."""
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -43,11 +42,9 @@ class Delegator:
         """Create every delegation of `calls` in one transaction; a refused one gets its
         error as the TOOL result instead. False when the parent no longer runs here."""
         async with self.pool.acquire() as conn, conn.transaction():
-            row = await store.lock_session(conn, state.session_id)
-            if row is None or row["phase"] not in store.RUNNING_PHASES:
-                return False
-            if row["message_count"] != state.message_count:
-                return True  # someone recorded meanwhile: reload and look again
+            row, found = await store.lock_if_current(conn, state.session_id, state.message_count)
+            if found != store.Lock.CURRENT:
+                return found == store.Lock.MOVED  # moved: reload and look again
             parent_events: list[ev.DomainEvent] = []
             seq = row["message_count"]
             for call in calls:
@@ -61,13 +58,7 @@ class Delegator:
                 except DelegationRefused as refused:
                     seq += 1
                     parent_events.append(
-                        ev.MessageRecorded(
-                            message_id=uuid4(),
-                            seq=seq,
-                            role="TOOL",
-                            tool_call_id=call["id"],
-                            content=json.dumps({"success": False, "error": str(refused)}),
-                        )
+                        store.tool_message(call["id"], store.error_result(str(refused)))(seq)
                     )
             await eventstore.append(
                 conn, str(state.session_id), parent_events, expected_version=row["version"]

@@ -4,6 +4,7 @@ child's final answer (the loop's close hook)."""
 from __future__ import annotations
 
 from typing import Any
+from uuid import UUID
 
 from muster_contracts import events as ev
 from muster_runtime import eventstore
@@ -29,20 +30,13 @@ async def finish_execution(
     if execution is None:
         return
     messages = list(state.messages)
-    usages = {
-        r["message_id"]: r["usage"]
-        for r in await conn.fetch(
-            "SELECT message_id, usage FROM messages WHERE session_id = $1 AND usage IS NOT NULL",
-            state.session_id,
-        )
-    }
     answer = next((e for e in final if isinstance(e, ev.MessageRecorded)), None)
+    pending_usage: dict[UUID, dict[str, int]] = {}
     if answer is not None:
         messages.append(StoredMessage(answer.message_id, answer.seq, answer.role, answer.content, None, None))
         if answer.usage is not None:
-            usages[answer.message_id] = answer.usage.model_dump()
-    start_seq = next((m.seq for m in messages if m.message_id == execution["start_message_id"]), 0)
-    rounds, tool_calls, usage = account(messages, usages, start_seq)
+            pending_usage[answer.message_id] = answer.usage.model_dump()
+    rounds, tool_calls, usage = await run_totals(conn, execution, messages, pending_usage)
     completed = phase.phase == "COMPLETED"
     # Lock order everywhere: child session, parent session, then the execution.
     parent = await store.lock_session(conn, execution["parent_session_id"])
@@ -72,6 +66,26 @@ async def finish_execution(
             delivery_status="PENDING",
         ),
     )
+
+
+async def run_totals(
+    conn: Connection,
+    execution: Any,
+    messages: list[StoredMessage],
+    pending_usage: dict[UUID, dict[str, int]] | None = None,
+) -> tuple[int, int, ev.TokenUsage]:
+    """Rounds, tool calls and token usage of this execution's run of the child session:
+    the messages after its start message; `pending_usage` covers messages not stored yet."""
+    usages: dict[Any, Any] = {
+        r["message_id"]: r["usage"]
+        for r in await conn.fetch(
+            "SELECT message_id, usage FROM messages WHERE session_id = $1 AND usage IS NOT NULL",
+            execution["child_session_id"],
+        )
+    }
+    usages.update(pending_usage or {})
+    start_seq = next((m.seq for m in messages if m.message_id == execution["start_message_id"]), 0)
+    return account(messages, usages, start_seq)
 
 
 async def announce(conn: Connection, parent: Any, event: ev.DomainEvent) -> None:

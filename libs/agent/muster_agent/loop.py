@@ -168,11 +168,9 @@ async def _close_turn(
         else ev.SessionPhaseChanged(phase="COMPLETED")
     )
     async with deps.pool.acquire() as conn, conn.transaction():
-        row = await store.lock_session(conn, state.session_id)
-        if row is None or row["phase"] not in store.RUNNING_PHASES:
-            return StepOutcome.IDLE
-        if row["message_count"] != state.message_count:
-            return StepOutcome.CONTINUE
+        row, found = await store.lock_if_current(conn, state.session_id, state.message_count)
+        if found != store.Lock.CURRENT:
+            return StepOutcome.CONTINUE if found == store.Lock.MOVED else StepOutcome.IDLE
         if deps.on_close is not None:
             await deps.on_close(conn, state, final, phase)
         next_turn = await store.start_next_turn(conn, row, after=[*final, phase])

@@ -93,6 +93,25 @@ EventsFor = Callable[[int], Sequence[ev.DomainEvent]]
 BeforeAppend = Callable[[Connection], Awaitable[None]]
 
 
+class Lock:
+    """What `lock_if_current` found: the session no longer runs (`GONE`), someone recorded
+    since the caller looked (`MOVED`), or it is as the caller saw it (`CURRENT`)."""
+
+    GONE = "gone"
+    MOVED = "moved"
+    CURRENT = "current"
+
+
+async def lock_if_current(conn: Connection, session_id: UUID, expected_count: int) -> tuple[Any, str]:
+    """Lock the session row and compare it with what the caller decided on."""
+    row = await lock_session(conn, session_id)
+    if row is None or row["phase"] not in RUNNING_PHASES:
+        return row, Lock.GONE
+    if row["message_count"] != expected_count:
+        return row, Lock.MOVED
+    return row, Lock.CURRENT
+
+
 async def record_if_current(
     pool: Pool,
     session_id: UUID,
@@ -104,10 +123,8 @@ async def record_if_current(
     """Append `events_for(next_seq)` only if the session still runs and nobody recorded a
     message since the caller looked (`expected_count`). False means: drop your result."""
     async with pool.acquire() as conn, conn.transaction():
-        row = await lock_session(conn, session_id)
-        if row is None or row["phase"] not in RUNNING_PHASES:
-            return False
-        if row["message_count"] != expected_count:
+        row, found = await lock_if_current(conn, session_id, expected_count)
+        if found != Lock.CURRENT:
             return False
         if before_append is not None:
             await before_append(conn)
@@ -161,7 +178,7 @@ def tool_message(tool_call_id: str, content: str) -> MessageAt:
     )
 
 
-def interrupted_result(reason: str) -> str:
+def error_result(reason: str) -> str:
     return json.dumps({"success": False, "error": reason})
 
 
@@ -184,15 +201,8 @@ async def start_next_turn(conn: Connection, row: Any, *, after: Sequence[ev.Doma
         assert state is not None
         for call in pending_tool_calls(state.messages):
             seq += 1
-            events.append(
-                ev.MessageRecorded(
-                    message_id=uuid4(),
-                    seq=seq,
-                    role="TOOL",
-                    tool_call_id=call["id"],
-                    content=interrupted_result("interrupted: the turn ended before this tool call finished"),
-                )
-            )
+            reason = "interrupted: the turn ended before this tool call finished"
+            events.append(tool_message(call["id"], error_result(reason))(seq))
         seq += 1
         events.append(
             ev.MessageRecorded(

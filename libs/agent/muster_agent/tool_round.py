@@ -47,11 +47,11 @@ async def run_local_calls(
         if call["name"] in DELEGATION_TOOL_NAMES and deps.delegation is not None:
             break
         if call["id"] in state.started_tool_calls:
-            carry.append(store.tool_message(call["id"], store.interrupted_result(INTERRUPTED)))
+            carry.append(store.tool_message(call["id"], store.error_result(INTERRUPTED)))
             continue
         refusal = _refusal(call["name"], allowed)
         if refusal is not None:
-            carry.append(store.tool_message(call["id"], store.interrupted_result(refusal)))
+            carry.append(store.tool_message(call["id"], store.error_result(refusal)))
             continue
         carry.append(
             ev.ToolCallStarted(message_id=round_message_id, tool_call_id=call["id"], name=call["name"])

@@ -171,10 +171,6 @@ def _sid(stored: StoredEvent) -> UUID:
     return UUID(stored.stream_id)
 
 
-async def project(conn: Connection, stored: StoredEvent) -> None:
-    await project_all(conn, [stored])
-
-
 async def project_all(conn: Connection, events: list[StoredEvent]) -> None:
     """Apply events of one stream, in order; the session row's version and time are set
     once, from the last of them."""

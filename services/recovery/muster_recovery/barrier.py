@@ -6,7 +6,7 @@ runs (cancelled, ended) gets SUPPRESSED instead and is not resumed."""
 from __future__ import annotations
 
 import logging
-from typing import Any
+from typing import Any, Literal
 from uuid import UUID, uuid4
 
 from muster_agent import session_store as store
@@ -81,19 +81,7 @@ async def _deliver(conn: Connection, parent: Any, executions: list[Any]) -> int:
                 tool_call_id=execution["parent_tool_call_id"],
             )
         )
-        parent_events.append(
-            ev.ExecutionStatusChanged(
-                execution_id=execution["execution_id"],
-                status=execution["status"],
-                delivery_status="DELIVERED",
-            )
-        )
-        await eventstore.append(
-            conn,
-            str(execution["execution_id"]),
-            [ev.ExecutionDelivered(delivery_status="DELIVERED", tool_message_id=tool_message_id)],
-            expected_version=execution["version"],
-        )
+        parent_events.append(await _settle_one(conn, execution, "DELIVERED", tool_message_id))
     # Under the parent's row lock every writer of its stream is serialised, so the current
     # version is the one to extend (a suppression may have moved it in this transaction).
     current = await eventstore.current_version(conn, str(parent_id))
@@ -115,19 +103,7 @@ async def _suppress(conn: Connection, parent: Any, executions: list[Any]) -> int
         return 0
     notices: list[ev.DomainEvent] = []
     for execution in executions:
-        await eventstore.append(
-            conn,
-            str(execution["execution_id"]),
-            [ev.ExecutionDelivered(delivery_status="SUPPRESSED")],
-            expected_version=execution["version"],
-        )
-        notices.append(
-            ev.ExecutionStatusChanged(
-                execution_id=execution["execution_id"],
-                status=execution["status"],
-                delivery_status="SUPPRESSED",
-            )
-        )
+        notices.append(await _settle_one(conn, execution, "SUPPRESSED"))
         log.info(
             "subagent_result_delivery_skipped execution=%s parent=%s reason=parent_%s",
             execution["execution_id"],
@@ -137,3 +113,21 @@ async def _suppress(conn: Connection, parent: Any, executions: list[Any]) -> int
     current = await eventstore.current_version(conn, str(parent["session_id"]))
     await eventstore.append(conn, str(parent["session_id"]), notices, expected_version=current)
     return len(executions)
+
+
+async def _settle_one(
+    conn: Connection,
+    execution: Any,
+    delivery: Literal["DELIVERED", "SUPPRESSED"],
+    tool_message_id: UUID | None = None,
+) -> ev.ExecutionStatusChanged:
+    """Record the delivery on the execution's stream; returns the notice for the parent's."""
+    await eventstore.append(
+        conn,
+        str(execution["execution_id"]),
+        [ev.ExecutionDelivered(delivery_status=delivery, tool_message_id=tool_message_id)],
+        expected_version=execution["version"],
+    )
+    return ev.ExecutionStatusChanged(
+        execution_id=execution["execution_id"], status=execution["status"], delivery_status=delivery
+    )

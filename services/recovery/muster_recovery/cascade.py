@@ -8,8 +8,7 @@ from typing import Literal
 from uuid import UUID
 
 from muster_agent import session_store as store
-from muster_agent.executions import OPEN_STATUSES, announce
-from muster_agent.results import account
+from muster_agent.executions import OPEN_STATUSES, announce, run_totals
 from muster_contracts import events as ev
 from muster_contracts.commands import CancelExecution
 from muster_runtime import eventstore, outbox, topics
@@ -58,15 +57,7 @@ async def stop_execution(
             )
         state = await store.load_state(conn, child["session_id"])
         assert state is not None
-        usages = {
-            r["message_id"]: r["usage"]
-            for r in await conn.fetch(
-                "SELECT message_id, usage FROM messages WHERE session_id = $1 AND usage IS NOT NULL",
-                child["session_id"],
-            )
-        }
-        start_seq = next((m.seq for m in state.messages if m.message_id == execution["start_message_id"]), 0)
-        rounds, tool_calls, usage = account(state.messages, usages, start_seq)
+        rounds, tool_calls, usage = await run_totals(conn, execution, state.messages)
         # Lock order everywhere: child session, parent session, then the execution.
         parent = await store.lock_session(conn, execution["parent_session_id"])
         await eventstore.append(

@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any
 
@@ -54,6 +55,15 @@ class Sink:
 async def settle() -> None:
     for _ in range(20):
         await asyncio.sleep(0)
+
+
+async def until(condition: Callable[[], bool], within: float = 5.0) -> None:
+    """Wait for `condition`, yielding to the hub between looks (no fixed sleep)."""
+    async def watch() -> None:
+        while not condition():
+            await asyncio.sleep(0.001)
+
+    await asyncio.wait_for(watch(), within)
 
 
 async def test_replay_then_live_in_order() -> None:
@@ -160,12 +170,11 @@ async def test_unsubscribe_and_failures() -> None:
         await settle()
         assert sink.positions() == []
         store.fail = False  # the poller retries without another doorbell
-        await asyncio.sleep(0.05)
-        assert sink.positions() == [1]
+        await until(lambda: sink.positions() == [1])
         hub.unsubscribe(sink, "s")
         store.append("s")
         hub.ring("s")
-        await asyncio.sleep(0.03)
+        await settle()
         assert sink.positions() == [1] and hub.subscription_count() == 0
     finally:
         poller.cancel()

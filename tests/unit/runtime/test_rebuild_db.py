@@ -6,45 +6,22 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
-import uuid
 from collections.abc import AsyncIterator
 from datetime import UTC, datetime, timedelta
-from urllib.parse import urlsplit, urlunsplit
 from uuid import UUID, uuid4
 
-import asyncpg
 import pytest
 from muster_contracts import events as ev
 from muster_runtime import eventstore, rebuild
 from muster_runtime.db import Pool, create_pool
-from muster_runtime.migrate import upgrade
 from muster_runtime.projector import PROJECTION_TABLES
 
-
-@contextlib.asynccontextmanager
-async def fresh_database_url(server: str) -> AsyncIterator[str]:
-    """A new database on `server`, migrated, dropped afterwards."""
-    name = f"rebuild_test_{uuid.uuid4().hex[:12]}"
-    admin = await asyncpg.connect(server)
-    try:
-        await admin.execute(f"CREATE DATABASE {name}")
-    finally:
-        await admin.close()
-    url = urlunsplit(urlsplit(server)._replace(path="/" + name))
-    try:
-        await asyncio.to_thread(upgrade, url)  # Alembic runs its own event loop
-        yield url
-    finally:
-        admin = await asyncpg.connect(server)
-        try:
-            await admin.execute(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
-        finally:
-            await admin.close()
+from tests.databases import fresh_database_url
 
 
 @contextlib.asynccontextmanager
 async def fresh_database(server: str) -> AsyncIterator[Pool]:
-    async with fresh_database_url(server) as url:
+    async with fresh_database_url(server, "rebuild_test") as url:
         pool: Pool = await create_pool(url, min_size=1, max_size=12)
         try:
             yield pool
@@ -190,11 +167,14 @@ async def test_rebuild_while_appends_run_loses_nothing_and_aborts_no_writer(pool
     the harness and gateway do) with a little think time: every append succeeds."""
     stop = asyncio.Event()
 
-    async def writer(lock_row: bool) -> int:
+    progress: dict[int, int] = {}
+
+    async def writer(index: int, lock_row: bool) -> int:
         sid, seq = uuid4(), 0
         await append(pool, sid, ev.SessionCreated(session_id=sid, user_id="w", root_session_id=sid))
         while not stop.is_set():
             seq += 1
+            progress[index] = seq
             events = [ev.MessageRecorded(message_id=uuid4(), seq=seq, role="USER", content=str(seq)),
                       ev.SessionPhaseChanged(phase="RUNNING")]
             if not lock_row:
@@ -206,8 +186,13 @@ async def test_rebuild_while_appends_run_loses_nothing_and_aborts_no_writer(pool
                 await eventstore.append(conn, str(sid), events)
         return seq
 
-    writers = [asyncio.create_task(writer(lock_row=i % 2 == 1)) for i in range(6)]
-    await asyncio.sleep(0.3)
+    writers = [asyncio.create_task(writer(i, lock_row=i % 2 == 1)) for i in range(6)]
+
+    async def all_writing() -> None:  # every writer is mid-stream before the rebuilds start
+        while len(progress) < 6 or min(progress.values()) < 3:
+            await asyncio.sleep(0.005)
+
+    await asyncio.wait_for(all_writing(), 30)
     for _ in range(3):
         async with pool.acquire() as conn:
             await rebuild.rebuild(conn, lock_within=30)

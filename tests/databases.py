@@ -1,0 +1,33 @@
+"""Fresh, migrated databases for database-level tests, on the test session's server."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import uuid
+from collections.abc import AsyncIterator
+from urllib.parse import urlsplit, urlunsplit
+
+import asyncpg
+from muster_runtime.migrate import upgrade
+
+
+@contextlib.asynccontextmanager
+async def fresh_database_url(server: str, prefix: str = "test") -> AsyncIterator[str]:
+    """A new database on `server`, migrated to head, dropped afterwards."""
+    name = f"{prefix}_{uuid.uuid4().hex[:12]}"
+    admin = await asyncpg.connect(server)
+    try:
+        await admin.execute(f"CREATE DATABASE {name}")
+    finally:
+        await admin.close()
+    url = urlunsplit(urlsplit(server)._replace(path="/" + name))
+    try:
+        await asyncio.to_thread(upgrade, url)  # Alembic runs its own event loop
+        yield url
+    finally:
+        admin = await asyncpg.connect(server)
+        try:
+            await admin.execute(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
+        finally:
+            await admin.close()
