@@ -134,6 +134,18 @@ class ExecutionFinished(DomainEvent):
     usage: TokenUsage = TokenUsage()
 
 
+RecoveryReason = Literal["lease_expired", "unclaimed"]
+
+
+class ExecutionRecovering(DomainEvent):
+    """Recovery took over a run nobody holds: its worker's lease expired (`lease_expired`)
+    or no worker ever claimed it, its command lost with the broker (`unclaimed`). The run
+    resumes on the same execution id and child session."""
+
+    type: Literal["ExecutionRecovering"] = "ExecutionRecovering"
+    reason: RecoveryReason
+
+
 class ExecutionDelivered(DomainEvent):
     """The barrier recorded this execution's TOOL result in the parent (DELIVERED), or the
     parent had been cancelled or ended (SUPPRESSED)."""
@@ -201,6 +213,7 @@ AnyEvent = Annotated[
     | ToolCallStarted
     | ExecutionStarted
     | ExecutionFinished
+    | ExecutionRecovering
     | ExecutionDelivered
     | SubagentSessionCreated
     | ExecutionStatusChanged
@@ -220,6 +233,7 @@ EVENT_TYPES: dict[str, type[DomainEvent]] = {
         ToolCallStarted,
         ExecutionStarted,
         ExecutionFinished,
+        ExecutionRecovering,
         ExecutionDelivered,
         SubagentSessionCreated,
         ExecutionStatusChanged,

@@ -99,7 +99,9 @@ async def _messages_discarded(conn: Connection, s: StoredEvent, e: ev.MessagesDi
 
 async def _phase_changed(conn: Connection, s: StoredEvent, e: ev.SessionPhaseChanged) -> None:
     await conn.execute(
-        "UPDATE sessions SET phase = $2, last_error = $3 WHERE session_id = $1",
+        """UPDATE sessions SET phase = $2, last_error = $3,
+               recoveries = recoveries + ($2 = 'RESUMING')::int
+           WHERE session_id = $1""",
         _sid(s),
         e.phase,
         e.error,
@@ -161,10 +163,13 @@ PROJECTIONS: dict[str, Projection] = {
     "ExecutionStarted": executions.execution_started,
     "ExecutionFinished": executions.execution_finished,
     "ExecutionDelivered": executions.execution_delivered,
+    "ExecutionRecovering": executions.execution_recovering,
 }
 
 # Events whose stream is an execution, not a session: they do not touch `sessions`.
-EXECUTION_EVENTS = frozenset({"ExecutionStarted", "ExecutionFinished", "ExecutionDelivered"})
+EXECUTION_EVENTS = frozenset(
+    {"ExecutionStarted", "ExecutionFinished", "ExecutionDelivered", "ExecutionRecovering"}
+)
 
 
 def _sid(stored: StoredEvent) -> UUID:

@@ -65,3 +65,14 @@ async def execution_delivered(conn: Connection, s: StoredEvent, e: ev.ExecutionD
         e.tool_message_id,
         s.stream_version,
     )
+
+
+async def execution_recovering(conn: Connection, s: StoredEvent, e: ev.ExecutionRecovering) -> None:
+    await conn.execute(
+        """UPDATE executions SET status = 'RECOVERING', recoveries = recoveries + 1,
+               lease_expiries = lease_expiries + $2::int, version = $3
+           WHERE execution_id = $1""",
+        UUID(s.stream_id),
+        e.reason == "lease_expired",
+        s.stream_version,
+    )
