@@ -4,7 +4,8 @@ transaction. The step then ends; the barrier (recovery) resumes the parent."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Callable
+from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
 from uuid import NAMESPACE_URL, UUID, uuid4, uuid5
@@ -37,6 +38,8 @@ class Delegator:
     pool: Pool
     agents: AgentRegistry
     timeout_s: float
+    # The deadline is fixed from this clock when the execution starts and never moves.
+    clock: Callable[[], datetime] = field(default=lambda: datetime.now(UTC))
 
     async def __call__(self, state: SessionState, calls: list[dict[str, Any]]) -> bool:
         """Create every delegation of `calls` in one transaction; a refused one gets its
@@ -206,7 +209,7 @@ class Delegator:
                     task=task,
                     round=round_,
                     start_message_id=start_message_id,
-                    deadline_at=datetime.now(UTC) + timedelta(seconds=self.timeout_s),
+                    deadline_at=self.clock() + timedelta(seconds=self.timeout_s),
                 )
             ],
             expected_version=0,

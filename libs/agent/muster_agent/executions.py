@@ -3,6 +3,7 @@ child's final answer (the loop's close hook)."""
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 from uuid import UUID
 
@@ -11,9 +12,11 @@ from muster_runtime import eventstore
 from muster_runtime.db import Connection
 
 from muster_agent import session_store as store
-from muster_agent.history import StoredMessage
+from muster_agent.history import StoredMessage, turn_finished
 from muster_agent.results import account
 from muster_agent.session_store import SessionState
+
+log = logging.getLogger("muster.executions")
 
 OPEN_STATUSES = ("RUNNING", "RECOVERING")
 
@@ -30,12 +33,17 @@ async def finish_execution(
     if execution is None:
         return
     messages = list(state.messages)
-    answer = next((e for e in final if isinstance(e, ev.MessageRecorded)), None)
+    recorded = next((e for e in final if isinstance(e, ev.MessageRecorded)), None)
     pending_usage: dict[UUID, dict[str, int]] = {}
-    if answer is not None:
-        messages.append(StoredMessage(answer.message_id, answer.seq, answer.role, answer.content, None, None))
-        if answer.usage is not None:
-            pending_usage[answer.message_id] = answer.usage.model_dump()
+    if recorded is not None:
+        messages.append(
+            StoredMessage(recorded.message_id, recorded.seq, recorded.role, recorded.content, None, None)
+        )
+        if recorded.usage is not None:
+            pending_usage[recorded.message_id] = recorded.usage.model_dump()
+    # A final answer recorded before a crash closes the run as it is: no new model call.
+    started = any(m.message_id == execution["start_message_id"] for m in messages)
+    answer = messages[-1] if started and turn_finished(messages) else None
     rounds, tool_calls, usage = await run_totals(conn, execution, messages, pending_usage)
     completed = phase.phase == "COMPLETED"
     # Lock order everywhere: child session, parent session, then the execution.
@@ -66,6 +74,13 @@ async def finish_execution(
             delivery_status="PENDING",
         ),
     )
+    if execution["status"] == "RECOVERING":
+        log.info(
+            "subagent_recovery_complete execution=%s child=%s status=%s",
+            execution["execution_id"],
+            state.session_id,
+            "COMPLETED" if completed else "FAILED",
+        )
 
 
 async def run_totals(

@@ -63,3 +63,32 @@ def pending_tool_calls(messages: list[StoredMessage]) -> list[dict[str, Any]]:
 def turn_finished(messages: list[StoredMessage]) -> bool:
     """True when the newest message is an ASSISTANT answer without tool calls."""
     return bool(messages) and messages[-1].role == "ASSISTANT" and not messages[-1].tool_calls
+
+
+def incomplete_tail(
+    messages: list[StoredMessage], started: frozenset[str], delegations: frozenset[str]
+) -> list[StoredMessage]:
+    """What a crash left half-written at the end of the history, to discard before resuming:
+    TOOL messages answering no call of the round they follow (orphans), and a tool round
+    cut off mid-way (some call started but never answered). A round holding a delegation
+    is never discarded — the barrier completes it, and discarding it would let the model
+    delegate again. Calls never started are not a crash tail: they simply run next."""
+    tail: list[StoredMessage] = []
+    calls: set[str | None] = set()
+    for m in messages:
+        if m.role == "ASSISTANT":
+            calls = {call["id"] for call in m.tool_calls or ()}
+        elif m.role == "USER":
+            calls = set()
+        elif m.tool_call_id in calls:
+            calls.discard(m.tool_call_id)  # answered: a second answer would be an orphan
+        else:
+            tail.append(m)
+    round_ = last_tool_round(messages)
+    if round_ is None or any(call["name"] in delegations for call in round_.tool_calls or ()):
+        return tail
+    pending = pending_tool_calls(messages)
+    if not any(call["id"] in started for call in pending):
+        return tail
+    cut = [m for m in messages if m.seq >= round_.seq and m not in tail]
+    return tail + cut

@@ -23,7 +23,7 @@ from muster_runtime.db import Connection, Pool
 
 from muster_agent import session_store as store
 from muster_agent.agents import AgentRegistry, UnknownAgentType
-from muster_agent.history import pending_tool_calls, to_chat, turn_finished
+from muster_agent.history import StoredMessage, incomplete_tail, pending_tool_calls, to_chat, turn_finished
 from muster_agent.models.base import ModelError, ModelProvider, ModelReply, ModelRequest
 from muster_agent.session_store import SessionState
 from muster_agent.tool_round import run_local_calls
@@ -75,6 +75,9 @@ async def step(deps: LoopDeps, session_id: UUID) -> str:
     state = await store.load_state(deps.pool, session_id)
     if state is None or not state.running:
         return StepOutcome.IDLE
+    tail = incomplete_tail(state.messages, state.started_tool_calls, DELEGATION_TOOL_NAMES)
+    if tail or state.phase == "RESUMING":
+        return await _resume(deps, state, tail)
     pending = pending_tool_calls(state.messages)
     actionable = [
         call
@@ -108,6 +111,23 @@ async def step(deps: LoopDeps, session_id: UUID) -> str:
     except ModelError as exc:
         return await _close_turn(deps, state, [], failure=str(exc))
     return await _record_reply(deps, state, reply)
+
+
+async def _resume(deps: LoopDeps, state: SessionState, tail: list[StoredMessage]) -> str:
+    """Before a session resumes after a crash: discard what the crash left half-written
+    (the interrupted calls are never re-run) and leave RESUMING, in one transaction."""
+    events: list[ev.DomainEvent] = []
+    if tail:
+        events.append(
+            ev.MessagesDiscarded(message_ids=[m.message_id for m in tail], reason="incomplete_tail")
+        )
+    if state.phase == "RESUMING":
+        events.append(ev.SessionPhaseChanged(phase="RUNNING"))
+    if await store.record_items(deps.pool, state.session_id, state.message_count, events) is not None:
+        log.info(
+            "session_resumed session=%s type=%s discarded=%d", state.session_id, state.session_type, len(tail)
+        )
+    return StepOutcome.CONTINUE  # recorded, or someone moved first: look again either way
 
 
 def _rounds_this_turn(state: SessionState) -> int:

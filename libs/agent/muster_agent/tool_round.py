@@ -2,9 +2,11 @@
 
 Each tool's start is recorded before it runs, in the same transaction as whatever had to be
 recorded just before (the ASSISTANT message, or the previous tool's result), so a round of
-n tools costs n + 1 transactions. A call found started but unanswered was cut off by a
-crash: it gets an "interrupted" result and is never run again. A file tool's change (see
-`file_changes`) travels with its result, blobs included, in that same transaction.
+n tools costs n + 1 transactions. A call found started was cut off by a crash or already ran:
+it is never run again (a crash's half-written round is discarded first, see
+`history.incomplete_tail`; one next to a delegation gets an "interrupted" result). A file
+tool's change (see `file_changes`) travels with its result, blobs included, in that same
+transaction.
 """
 
 from __future__ import annotations
@@ -47,7 +49,10 @@ async def run_local_calls(
         if call["name"] in DELEGATION_TOOL_NAMES and deps.delegation is not None:
             break
         if call["id"] in state.started_tool_calls:
-            carry.append(store.tool_message(call["id"], store.error_result(INTERRUPTED)))
+            # Never run twice. A model asked again after a discarded round may repeat a call
+            # id (the scripted model does): one that finished gets its recorded result back.
+            earlier = await _recorded_result(deps, state, call["id"])
+            carry.append(store.tool_message(call["id"], earlier or store.error_result(INTERRUPTED)))
             continue
         refusal = _refusal(call["name"], allowed)
         if refusal is not None:
@@ -90,6 +95,16 @@ async def _record(
         await record_unanswered(deps.pool, state.session_id, unanswered, changes.blobs)
     changes.blobs.clear()
     return recorded
+
+
+async def _recorded_result(deps: Any, state: SessionState, tool_call_id: str) -> str | None:
+    content: str | None = await deps.pool.fetchval(
+        """SELECT content FROM messages WHERE session_id = $1 AND tool_call_id = $2 AND role = 'TOOL'
+           ORDER BY seq DESC LIMIT 1""",
+        state.session_id,
+        tool_call_id,
+    )
+    return content
 
 
 def _allowed_tools(deps: Any, state: SessionState) -> frozenset[str]:

@@ -91,8 +91,14 @@ def _print_rebuild(report: rebuild.RebuildReport) -> None:
 def _print_check(report: rebuild.CheckReport) -> int:
     header = ("table", "rows_live", "rows_rebuilt", "checksum_live", "checksum_rebuilt", "status")
     lines = [
-        (t.table, str(t.rows_live), str(t.rows_rebuilt), t.checksum_live, t.checksum_rebuilt,
-         "equal" if t.equal else "different")
+        (
+            t.table,
+            str(t.rows_live),
+            str(t.rows_rebuilt),
+            t.checksum_live,
+            t.checksum_rebuilt,
+            "equal" if t.equal else "different",
+        )
         for t in report.tables
     ]
     widths = [max(len(row[i]) for row in [header, *lines]) for i in range(len(header))]
@@ -115,4 +121,3 @@ def run_rebuild(check: bool, batch: int, environ: Mapping[str, str] | None = Non
     except CannotRun as exc:
         print(f"{command}: {exc}", file=sys.stderr)
         return 2
-

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from .procs import env_port, port_in_use
-from .services import SERVICES, service_env, service_spec
+from .services import SERVICES, instances, service_env, service_spec
 from .supervisor import Supervisor, log
 from .tokens import effective_tokens
 
@@ -85,8 +85,11 @@ async def _start_all(
         gateway_port=gateway_port,
     )
     specs = [
-        service_spec(name, environ, env, gateway_port=gateway_port, wait_gateway=options.wait_gateway)
+        service_spec(
+            name, environ, env, gateway_port=gateway_port, wait_gateway=options.wait_gateway, instance=i
+        )
         for name in SERVICES
+        for i in range(1, instances(name, environ) + 1)
     ]
     await _all([sup.start(spec) for spec in specs])
     return database_url, bootstrap

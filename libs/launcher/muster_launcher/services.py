@@ -32,6 +32,22 @@ def service_command(name: str, environ: Mapping[str, str]) -> list[str]:
     return [found]
 
 
+def instances(name: str, environ: Mapping[str, str]) -> int:
+    """How many instances of a service to run: MUSTER_<NAME>_INSTANCES (default 1). The
+    gateway stays single: it owns the port."""
+    if name == "gateway":
+        return 1
+    key = f"MUSTER_{name.upper().replace('-', '_')}_INSTANCES"
+    raw = environ.get(key, "1")
+    try:
+        count = int(raw)
+    except ValueError:
+        raise ValueError(f"{key} must be a whole number, got {raw!r}") from None
+    if not 1 <= count <= 16:
+        raise ValueError(f"{key} must be between 1 and 16, got {count}")
+    return count
+
+
 def service_env(
     environ: Mapping[str, str],
     *,
@@ -79,6 +95,7 @@ def service_spec(
     gateway_port: int,
     wait_gateway: bool = True,
     healthz_timeout: float = 90.0,
+    instance: int = 1,
 ) -> ChildSpec:
     ready = None
     if name == "gateway" and wait_gateway:
@@ -87,4 +104,7 @@ def service_spec(
         async def ready() -> None:
             await wait_healthz(url, healthz_timeout)
 
-    return ChildSpec(name=name, argv=service_command(name, environ), env=env, ready=ready)
+    label = name if instance == 1 else f"{name}-{instance}"
+    if instance > 1 and env.get("MUSTER_INSTANCE_ID"):
+        env = {**env, "MUSTER_INSTANCE_ID": f"{env['MUSTER_INSTANCE_ID']}-{instance}"}
+    return ChildSpec(name=label, argv=service_command(name, environ), env=env, ready=ready)

@@ -157,7 +157,9 @@ def build_app(settings: Settings, *, tokens: Mapping[str, str], kafka: bool = Tr
 
     @app.get("/metrics", include_in_schema=False)
     async def prometheus() -> Response:
-        return Response(metrics.render(), media_type=metrics.content_type)
+        gateway: Gateway | None = app.state.gateway
+        body = await metrics.scrape(gateway.pool if gateway is not None else None)
+        return Response(body, media_type=metrics.content_type)
 
     @app.get("/asyncapi.json", include_in_schema=False)
     async def asyncapi(request: Request) -> JSONResponse:

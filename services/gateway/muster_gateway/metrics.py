@@ -1,8 +1,10 @@
 """Prometheus metrics of one gateway process, in a registry of its own so that building
-several apps (tests) never collides on the global default registry."""
+several apps (tests) never collides on the global default registry, plus the deployment-wide
+recovery figures read from the projections at each scrape (recovery_metrics.py)."""
 
 from __future__ import annotations
 
+from muster_runtime.db import Pool
 from prometheus_client import (
     CONTENT_TYPE_LATEST,
     CollectorRegistry,
@@ -15,6 +17,7 @@ from prometheus_client import (
     process_collector,
 )
 
+from muster_gateway import recovery_metrics
 from muster_gateway.protocol import FRAME_TYPES
 
 
@@ -57,6 +60,8 @@ class Metrics:
             registry=self.registry,
             buckets=(0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5),
         )
+        self.recovery = recovery_metrics.RecoveryCollector()
+        self.registry.register(self.recovery)
 
     def frame(self, frame_type: str) -> None:
         # Only known types become label values: clients must not mint time series.
@@ -64,3 +69,10 @@ class Metrics:
 
     def render(self) -> bytes:
         return generate_latest(self.registry)
+
+    async def scrape(self, pool: Pool | None) -> bytes:
+        """Everything, with the projections' figures as of now. Without a pool (before the
+        lifespan has started) or when the database fails, only the in-process metrics."""
+        self.recovery.snapshot = await recovery_metrics.read(pool) if pool is not None else None
+        # No await between setting the snapshot and rendering: concurrent scrapes cannot mix.
+        return self.render()

@@ -42,7 +42,7 @@ async def reconcile_forever(pool: Pool, settings: Settings) -> None:
     last_housekeeping = 0.0
     while True:
         try:
-            await reconcile_sessions(pool)
+            await reconcile_sessions(pool, grace_s=settings.lease_ttl_s)
             if time.monotonic() - last_housekeeping > HOUSEKEEPING_EVERY_S:
                 await housekeeping(pool)
                 last_housekeeping = time.monotonic()

@@ -4,27 +4,32 @@ re-issued from the log of record. Runs at start and then continuously."""
 from __future__ import annotations
 
 import logging
+from datetime import datetime
 
-from muster_contracts.commands import ProcessSession, RunExecution
+from muster_contracts.commands import ProcessSession
 from muster_runtime import outbox, topics
 from muster_runtime.db import Pool
 
 from muster_recovery.barrier import settle
 from muster_recovery.cascade import cancel_children, stop_execution
+from muster_recovery.takeover import take_over_execution, take_over_session
 
 log = logging.getLogger("muster.recovery")
 
-# Only one recovery instance scans at a time; the commands it sends are idempotent anyway.
+# Only one recovery instance scans at a time; each takeover is re-checked under row locks
+# anyway, so instances racing past this never record one twice.
 SCAN_LOCK_KEY = 0x72656376  # "recv"
 
-# A parent waiting for running children needs no runner: the barrier resumes it.
+# A parent waiting for its children needs no runner: the barrier resumes it once they are
+# all terminal (and re-sends ResumeSession if that is lost). `$1` is the clock.
 ORPHANED_TURNS = """
 SELECT s.session_id FROM sessions s
 WHERE s.phase IN ('RUNNING', 'RESUMING') AND s.session_type <> 'SUBAGENT'
+  AND s.updated_at < $1::timestamptz - make_interval(secs => $2)
   AND NOT EXISTS (SELECT 1 FROM leases l
-                  WHERE l.resource_id = s.session_id::text AND l.expires_at > now())
+                  WHERE l.resource_id = s.session_id::text AND l.expires_at > $1::timestamptz)
   AND NOT EXISTS (SELECT 1 FROM executions e
-                  WHERE e.parent_session_id = s.session_id AND e.status IN ('RUNNING', 'RECOVERING'))
+                  WHERE e.parent_session_id = s.session_id AND e.delivery_status = 'PENDING')
 LIMIT 500
 """
 
@@ -32,26 +37,28 @@ LIMIT 500
 # while the session's loop was winding down: older than a grace period, nobody running it.
 STALE_INPUTS = """
 SELECT DISTINCT i.session_id FROM session_inputs i JOIN sessions s USING (session_id)
-WHERE i.state = 'QUEUED' AND i.queued_at < now() - make_interval(secs => $1)
+WHERE i.state = 'QUEUED' AND i.queued_at < $1::timestamptz - make_interval(secs => $2)
   AND (s.phase IS NULL OR s.phase NOT IN ('RUNNING', 'RESUMING'))
   AND s.session_type <> 'SUBAGENT'
 LIMIT 500
 """
 
 
-async def reconcile_sessions(pool: Pool, *, input_grace_s: float = 3.0) -> int:
+async def clock(pool: Pool, now: datetime | None) -> datetime:
+    """The scan's notion of now: the database's, unless a test injects one."""
+    return now if now is not None else await pool.fetchval("SELECT now()")
+
+
+async def reconcile_sessions(
+    pool: Pool, *, grace_s: float = 10.0, input_grace_s: float = 3.0, now: datetime | None = None
+) -> int:
+    """Resume turns whose runner died; start turns whose queued input was never picked up."""
+    at = await clock(pool, now)
     async with pool.acquire() as conn, conn.transaction():
         if not await conn.fetchval("SELECT pg_try_advisory_xact_lock($1)", SCAN_LOCK_KEY):
             return 0
-        orphaned = [r["session_id"] for r in await conn.fetch(ORPHANED_TURNS)]
-        stale = [r["session_id"] for r in await conn.fetch(STALE_INPUTS, input_grace_s)]
-        for session_id in orphaned:
-            await outbox.enqueue(
-                conn,
-                topics.COMMANDS,
-                str(session_id),
-                ProcessSession(session_id=session_id, reason="recovery"),
-            )
+        orphaned = [r["session_id"] for r in await conn.fetch(ORPHANED_TURNS, at, grace_s)]
+        stale = [r["session_id"] for r in await conn.fetch(STALE_INPUTS, at, input_grace_s)]
         for session_id in stale:
             await outbox.enqueue(
                 conn,
@@ -59,23 +66,31 @@ async def reconcile_sessions(pool: Pool, *, input_grace_s: float = 3.0) -> int:
                 str(session_id),
                 ProcessSession(session_id=session_id, reason="stale_input"),
             )
+    resumed = [sid for sid in orphaned if await take_over_session(pool, sid, at)]
     if orphaned or stale:
-        log.info("session_recovery_scan orphaned=%d stale_inputs=%d", len(orphaned), len(stale))
-    return len(orphaned) + len(stale)
+        log.info(
+            "session_recovery_scan orphaned=%d resumed=%d stale_inputs=%d",
+            len(orphaned),
+            len(resumed),
+            len(stale),
+        )
+    return len(resumed) + len(stale)
 
 
 ORPHANED_EXECUTIONS = """
-SELECT e.execution_id, e.child_session_id, e.parent_session_id FROM executions e
-WHERE e.status IN ('RUNNING', 'RECOVERING') AND e.started_at < now() - make_interval(secs => $1)
-  AND (e.deadline_at + make_interval(secs => $2)) > now()
+SELECT e.execution_id FROM executions e
+WHERE e.status IN ('RUNNING', 'RECOVERING') AND e.started_at < $1::timestamptz - make_interval(secs => $2)
+  AND (e.deadline_at + make_interval(secs => $3)) > $1::timestamptz
   AND NOT EXISTS (SELECT 1 FROM leases l
-                  WHERE l.resource_id = e.execution_id::text AND l.expires_at > now())
+                  WHERE l.resource_id = e.execution_id::text AND l.expires_at > $1::timestamptz)
 LIMIT 500
 """
 
+# Deadlines are absolute (`deadline_at` was fixed when the execution started), so a
+# restart never grants a run more time.
 EXPIRED_EXECUTIONS = """
 SELECT execution_id FROM executions
-WHERE status IN ('RUNNING', 'RECOVERING') AND deadline_at + make_interval(secs => $1) < now()
+WHERE status IN ('RUNNING', 'RECOVERING') AND deadline_at + make_interval(secs => $2) < $1::timestamptz
 LIMIT 500
 """
 
@@ -94,27 +109,31 @@ LIMIT 500
 """
 
 
-async def reconcile_executions(pool: Pool, *, grace_s: float, cancel_grace_s: float) -> None:
-    """Re-issue runs nobody holds, fail runs past their absolute deadline, deliver what
+async def reconcile_executions(
+    pool: Pool, *, grace_s: float, cancel_grace_s: float, now: datetime | None = None
+) -> None:
+    """Take over runs nobody holds, fail runs past their absolute deadline, deliver what
     finished but was never delivered."""
+    at = await clock(pool, now)
     async with pool.acquire() as conn, conn.transaction():
         if not await conn.fetchval("SELECT pg_try_advisory_xact_lock($1)", SCAN_LOCK_KEY + 1):
             return
-        orphaned = await conn.fetch(ORPHANED_EXECUTIONS, grace_s, cancel_grace_s)
-        for row in orphaned:
-            await outbox.enqueue(
-                conn,
-                topics.DELEGATIONS,
-                str(row["child_session_id"]),
-                RunExecution(
-                    execution_id=row["execution_id"],
-                    child_session_id=row["child_session_id"],
-                    parent_session_id=row["parent_session_id"],
-                ),
-            )
-        expired = [r["execution_id"] for r in await conn.fetch(EXPIRED_EXECUTIONS, cancel_grace_s)]
+        orphaned = [
+            r["execution_id"] for r in await conn.fetch(ORPHANED_EXECUTIONS, at, grace_s, cancel_grace_s)
+        ]
+        expired = [r["execution_id"] for r in await conn.fetch(EXPIRED_EXECUTIONS, at, cancel_grace_s)]
         parents = [r["parent_session_id"] for r in await conn.fetch(UNDELIVERED_PARENTS)]
         abandoned = [r["parent_session_id"] for r in await conn.fetch(ABANDONED_CHILDREN_PARENTS)]
+    if orphaned or expired or parents or abandoned:
+        log.info(
+            "subagent_recovery_scan executions=%d parents=%d expired=%d abandoned=%d",
+            len(orphaned),
+            len(parents),
+            len(expired),
+            len(abandoned),
+        )
+    for execution_id in orphaned:
+        await take_over_execution(pool, execution_id, at)
     for parent in abandoned:
         await cancel_children(pool, parent)
     for execution_id in expired:
@@ -123,13 +142,6 @@ async def reconcile_executions(pool: Pool, *, grace_s: float, cancel_grace_s: fl
         )
     for parent in parents:
         await settle(pool, parent)
-    if orphaned or expired or parents or abandoned:
-        log.info(
-            "subagent_recovery_scan executions=%d expired=%d parents=%d",
-            len(orphaned),
-            len(expired),
-            len(parents),
-        )
 
 
 async def housekeeping(

@@ -4,11 +4,15 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass
+from uuid import UUID
 
+from muster_agent import session_store as store
 from muster_agent.loop import LoopDeps, run_until_idle
 from muster_agent.runners import Runners
+from muster_contracts import events as ev
 from muster_contracts.commands import CancelExecution, RunExecution
-from muster_runtime import leases, tracking
+from muster_runtime import eventstore, leases, tracking
+from muster_runtime.db import Connection
 
 log = logging.getLogger("muster.worker")
 
@@ -33,7 +37,7 @@ async def run_execution(cmd: RunExecution, deps: WorkerDeps) -> None:
         if not await tracking.first_delivery(conn, CONSUMER, str(cmd.message_id)):
             return
         execution = await conn.fetchrow(
-            "SELECT status, child_session_id FROM executions WHERE execution_id = $1", key
+            "SELECT status, child_session_id, recoveries FROM executions WHERE execution_id = $1", key
         )
         if execution is None:
             log.warning("run_for_unknown_execution execution=%s", key)
@@ -42,14 +46,35 @@ async def run_execution(cmd: RunExecution, deps: WorkerDeps) -> None:
             return
         if not await leases.try_acquire(conn, str(key), deps.runners.owner, deps.lease_ttl_s):
             return
+        await revive_child(conn, key, execution["child_session_id"])
     child = execution["child_session_id"]
-    log.info("execution_run_start execution=%s child=%s", key, child)
+    log.info(
+        "execution_run_start execution=%s child=%s status=%s recoveries=%d",
+        key,
+        child,
+        execution["status"],
+        execution["recoveries"],
+    )
 
     async def body() -> None:
         outcome = await run_until_idle(deps.loop, child)
         log.info("execution_run_end execution=%s outcome=%s", key, outcome)
 
     deps.runners.start(key, body)
+
+
+async def revive_child(conn: Connection, execution_id: UUID, child_id: UUID) -> None:
+    """An open execution whose child session does not run — its phase never set (a crash
+    right after creation) or already ended (its final answer recorded but not the
+    execution's end) — runs again: the loop then finishes a recorded answer without calling
+    the model, or carries on from the last complete round. A cancelled child stays so."""
+    child = await store.lock_session(conn, child_id)
+    if child is None or child["phase"] in (*store.RUNNING_PHASES, "CANCELLING", "CANCELLED"):
+        return
+    await eventstore.append(
+        conn, str(child_id), [ev.SessionPhaseChanged(phase="RUNNING")], expected_version=child["version"]
+    )
+    log.info("subagent_child_revived execution=%s child=%s phase=%s", execution_id, child_id, child["phase"])
 
 
 async def cancel_execution(cmd: CancelExecution, deps: WorkerDeps) -> None:

@@ -1,0 +1,104 @@
+"""Taking over work whose owner died: one small transaction per session or execution,
+re-checked under its row lock, so two recovery instances racing on the same item record
+one takeover between them (the loser finds it leased, running again or already taken)."""
+
+from __future__ import annotations
+
+import logging
+from datetime import datetime
+from typing import Any
+from uuid import UUID
+
+from muster_agent import session_store as store
+from muster_agent.executions import OPEN_STATUSES, announce
+from muster_contracts import events as ev
+from muster_contracts.commands import ProcessSession, RunExecution
+from muster_runtime import eventstore, outbox, topics
+from muster_runtime.db import Pool
+
+log = logging.getLogger("muster.recovery")
+
+# `$2` is the clock (tests inject one; production passes the database's now()).
+LEASE = """
+SELECT expires_at > $2::timestamptz AS live FROM leases WHERE resource_id = $1::text
+"""
+
+
+async def take_over_session(pool: Pool, session_id: UUID, now: datetime) -> bool:
+    """A turn nobody runs: mark it RESUMING (clients keep seeing RUNNING) and re-issue its
+    ProcessSession. False when a runner holds it again or the turn ended meanwhile."""
+    async with pool.acquire() as conn, conn.transaction():
+        row = await store.lock_session(conn, session_id)
+        if row is None or row["phase"] not in store.RUNNING_PHASES:
+            return False
+        lease = await conn.fetchrow(LEASE, str(session_id), now)
+        if lease is not None and lease["live"]:
+            return False
+        if row["phase"] == "RUNNING":
+            await eventstore.append(
+                conn,
+                str(session_id),
+                [ev.SessionPhaseChanged(phase="RESUMING")],
+                expected_version=row["version"],
+            )
+        await outbox.enqueue(
+            conn, topics.COMMANDS, str(session_id), ProcessSession(session_id=session_id, reason="recovery")
+        )
+    log.info("session_recovery_start session=%s owner=%s", session_id, _owner_state(lease))
+    return True
+
+
+async def take_over_execution(pool: Pool, execution_id: UUID, now: datetime) -> bool:
+    """A run nobody holds: mark it RECOVERING (once; a takeover that is itself lost is just
+    re-issued) and send RunExecution for the same execution and child session."""
+    async with pool.acquire() as conn, conn.transaction():
+        # Lock order everywhere: child session, parent session, then the execution.
+        execution = await conn.fetchrow("SELECT * FROM executions WHERE execution_id = $1", execution_id)
+        if execution is None or execution["status"] not in OPEN_STATUSES:
+            return False
+        parent = await store.lock_session(conn, execution["parent_session_id"])
+        execution = await conn.fetchrow(
+            "SELECT * FROM executions WHERE execution_id = $1 FOR UPDATE", execution_id
+        )
+        if execution["status"] not in OPEN_STATUSES:
+            return False
+        lease = await conn.fetchrow(LEASE, str(execution_id), now)
+        if lease is not None and lease["live"]:
+            return False
+        reason: ev.RecoveryReason = "unclaimed" if lease is None else "lease_expired"
+        if execution["status"] == "RUNNING":
+            await eventstore.append(
+                conn,
+                str(execution_id),
+                [ev.ExecutionRecovering(reason=reason)],
+                expected_version=execution["version"],
+            )
+            await announce(
+                conn,
+                parent,
+                ev.ExecutionStatusChanged(
+                    execution_id=execution_id, status="RECOVERING", delivery_status="PENDING"
+                ),
+            )
+        await outbox.enqueue(
+            conn,
+            topics.DELEGATIONS,
+            str(execution["child_session_id"]),
+            RunExecution(
+                execution_id=execution_id,
+                child_session_id=execution["child_session_id"],
+                parent_session_id=execution["parent_session_id"],
+            ),
+        )
+    log.info(
+        "subagent_recovery_start execution=%s child=%s parent=%s reason=%s",
+        execution_id,
+        execution["child_session_id"],
+        execution["parent_session_id"],
+        reason,
+    )
+    return True
+
+
+def _owner_state(lease: Any) -> str:
+    return "unclaimed" if lease is None else "lease_expired"
