@@ -1,0 +1,77 @@
+"""Sessions and executions built through the real write paths (event store, Delegator)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from datetime import datetime
+from typing import Any
+from uuid import UUID, uuid4
+
+from muster_agent import session_store as store
+from muster_agent.agents import AgentRegistry
+from muster_agent.delegation import Delegator, execution_id_for
+from muster_contracts import events as ev
+from muster_runtime import eventstore
+from muster_runtime.db import Pool
+
+
+async def running_session(pool: Pool, user: str = "alice") -> UUID:
+    sid = uuid4()
+    async with pool.acquire() as conn, conn.transaction():
+        await eventstore.append(conn, str(sid), [
+            ev.SessionCreated(session_id=sid, user_id=user, root_session_id=sid),
+            ev.MessageRecorded(message_id=uuid4(), seq=1, role="USER", content="go"),
+            ev.SessionPhaseChanged(phase="RUNNING"),
+        ])
+    return sid
+
+
+async def record(pool: Pool, sid: UUID, events: Callable[[int], list[ev.DomainEvent]]) -> None:
+    """Append `events(next_seq)` to a session as its runner would."""
+    state = await store.load_state(pool, sid)
+    assert state is not None
+    assert await store.record_if_current(pool, sid, state.message_count, events)
+
+
+def assistant(seq: int, calls: list[dict[str, Any]], content: str = "") -> ev.MessageRecorded:
+    return ev.MessageRecorded(
+        message_id=uuid4(), seq=seq, role="ASSISTANT", content=content,
+        tool_calls=[ev.ToolCallSpec(**c) for c in calls] or None,
+    )
+
+
+def delegate_call(call_id: str, task: str = "child task", agent_type: str = "coder") -> dict[str, Any]:
+    return {"id": call_id, "name": "delegate", "arguments": {"agent_type": agent_type, "task": task}}
+
+
+async def delegating_parent(
+    pool: Pool, call_ids: list[str], clock: Callable[[], datetime] | None = None
+) -> tuple[UUID, list[UUID]]:
+    """A parent whose round delegates one child per call id, created by the real Delegator."""
+    parent = await running_session(pool)
+    calls = [delegate_call(c) for c in call_ids]
+    await record(pool, parent, lambda seq: [assistant(seq, calls)])
+    state = await store.load_state(pool, parent)
+    assert state is not None
+    delegator = Delegator(pool, AgentRegistry.load(), 3600.0, clock) if clock else Delegator(
+        pool, AgentRegistry.load(), 3600.0
+    )
+    assert await delegator(state, calls)
+    return parent, [execution_id_for(parent, c) for c in call_ids]
+
+
+async def execution(pool: Pool, execution_id: UUID) -> Any:
+    return await pool.fetchrow("SELECT * FROM executions WHERE execution_id = $1", execution_id)
+
+
+async def outbox_commands(pool: Pool, command: str, key_field: str, key: UUID) -> list[Any]:
+    return list(await pool.fetch(
+        "SELECT payload FROM outbox WHERE payload->>'type' = $1 AND payload->>$2 = $3 ORDER BY id",
+        command, key_field, str(key),
+    ))
+
+
+async def events_of(pool: Pool, stream: UUID, type_: str) -> list[Any]:
+    return list(await pool.fetch(
+        "SELECT payload FROM events WHERE stream_id = $1 AND type = $2 ORDER BY position", str(stream), type_
+    ))

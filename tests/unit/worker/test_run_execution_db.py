@@ -1,0 +1,95 @@
+"""The worker taking over an execution, against a fresh migrated PostgreSQL: a recorded
+final answer is finished without calling the model (acceptance 7), a child whose phase
+was never set is still run (acceptance 9)."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+from uuid import UUID, uuid4
+
+import pytest
+from muster_agent.agents import AgentRegistry
+from muster_agent.delegation import execution_id_for
+from muster_agent.executions import finish_execution
+from muster_agent.loop import LoopDeps
+from muster_agent.models.base import ModelReply, ModelRequest
+from muster_agent.models.scripted import ScriptedModel
+from muster_agent.runners import Runners
+from muster_contracts import events as ev
+from muster_contracts.commands import RunExecution
+from muster_recovery.barrier import settle
+from muster_runtime import eventstore
+from muster_runtime.db import Pool
+from muster_subagent_worker.handlers import WorkerDeps, run_execution
+
+from tests.unit.recovery.builders import (
+    assistant,
+    delegate_call,
+    delegating_parent,
+    execution,
+    record,
+    running_session,
+)
+
+
+class NoModel:
+    async def complete(self, request: ModelRequest) -> ModelReply:
+        raise AssertionError("the model must not be called again")
+
+
+async def run(pool: Pool, tmp_path: Path, eid: UUID, model: Any) -> None:
+    row = await execution(pool, eid)
+    loop = LoopDeps(pool=pool, model=model, agents=AgentRegistry.load(), workspaces=tmp_path, on_close=finish_execution)
+    runners = Runners(pool, f"worker-{uuid4()}", 10.0)
+    command = RunExecution(execution_id=eid, child_session_id=row["child_session_id"],
+                           parent_session_id=row["parent_session_id"])
+    await run_execution(command, WorkerDeps(loop=loop, runners=runners, lease_ttl_s=10.0))
+    while runners.is_running(eid):  # the run is a background task of the runner
+        await asyncio.sleep(0.01)
+
+
+@pytest.mark.parametrize("phase_recorded", [False, True], ids=["answer-only", "answer-and-phase"])
+async def test_a_recorded_final_answer_is_delivered_without_a_new_model_call(
+    pool: Pool, tmp_path: Path, phase_recorded: bool
+) -> None:
+    parent, (eid,) = await delegating_parent(pool, ["c"])
+    child = (await execution(pool, eid))["child_session_id"]
+    answer = assistant(0, [], content="the original answer")
+    await record(pool, child, lambda seq: [
+        answer.model_copy(update={"seq": seq}),
+        *([ev.SessionPhaseChanged(phase="COMPLETED")] if phase_recorded else []),
+    ])
+    await run(pool, tmp_path, eid, NoModel())
+    row = await execution(pool, eid)
+    assert (row["status"], row["result"], row["final_message_id"]) == (
+        "COMPLETED", "the original answer", answer.message_id)
+    assert await settle(pool, parent) == 1
+    (tool,) = await pool.fetch("SELECT content FROM messages WHERE session_id = $1 AND role = 'TOOL'", parent)
+    assert json.loads(tool["content"])["result"] == "the original answer"
+
+
+async def test_an_execution_whose_child_phase_was_never_set_still_runs(pool: Pool, tmp_path: Path) -> None:
+    parent = await running_session(pool)
+    await record(pool, parent, lambda seq: [assistant(seq, [delegate_call("c")])])
+    eid = execution_id_for(parent, "c")
+    child, task = uuid4(), uuid4()
+    async with pool.acquire() as conn, conn.transaction():  # created, then killed: no phase
+        await eventstore.append(conn, str(child), [
+            ev.SessionCreated(session_id=child, user_id="alice", session_type="SUBAGENT", parent_session_id=parent,
+                              root_session_id=parent, agent_type="coder"),
+            ev.MessageRecorded(message_id=task, seq=1, role="USER", content="#script {\"steps\": [{\"content\": \"ok\"}]}"),
+        ])
+        await eventstore.append(conn, str(eid), [ev.ExecutionStarted(
+            execution_id=eid, parent_session_id=parent, parent_tool_call_id="c", parent_message_id=uuid4(),
+            child_session_id=child, user_id="alice", agent_type="coder", invocation_type="DELEGATE", task="t",
+            round=1, start_message_id=task, deadline_at=datetime.now(UTC) + timedelta(hours=1),
+        )])
+    assert await pool.fetchval("SELECT phase FROM sessions WHERE session_id = $1", child) is None
+    await run(pool, tmp_path, eid, ScriptedModel())
+    row = await execution(pool, eid)
+    assert (row["status"], row["result"]) == ("COMPLETED", "ok")
+    assert await pool.fetchval("SELECT phase FROM sessions WHERE session_id = $1", child) == "COMPLETED"
