@@ -196,6 +196,35 @@ class Launcher:
                 return int(proc.pid)
         raise LookupError(f"no running {name} under launcher {self.pid}" + self.tail(20))
 
+    def service_pids(self, name: str) -> list[int]:
+        """PIDs of every running instance of a service."""
+        wanted = f"muster-{name}"
+        return [int(p.pid) for p in psutil.Process(self.pid).children() if wanted in _argv_names(p) and _alive(p)]
+
+    def signal_all(self, name: str, sig: int) -> list[int]:
+        pids = self.service_pids(name)
+        for pid in pids:
+            os.kill(pid, sig)
+        return pids
+
+    def mark(self) -> int:
+        """A position in the log; `wait_line` looks only after it."""
+        with self._cond:
+            return len(self.lines)
+
+    def wait_line(self, pattern: str, after: int, count: int = 1, timeout: float = 60.0) -> list[str]:
+        """Wait until `count` log lines after `after` match `pattern` (a regex)."""
+        regex = re.compile(pattern)
+        deadline = time.monotonic() + timeout
+        with self._cond:
+            while True:
+                found = [line for line in self.lines[after:] if regex.search(line)]
+                if len(found) >= count:
+                    return found
+                if time.monotonic() >= deadline:
+                    raise TimeoutError(f"{count} x /{pattern}/ not logged in {timeout:g}s" + self.tail())
+                self._cond.wait(0.2)
+
     def kill(self, name: str, sig: int = signal.SIGKILL) -> int:
         pid = self.service_pid(name)
         os.kill(pid, sig)

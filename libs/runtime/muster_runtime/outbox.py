@@ -23,6 +23,11 @@ RELAY_LOCK_KEY = 0x6D757374  # "must"
 # stand by and take over within `STANDBY_POLL_S` when the leader's connection goes away.
 LEADER_LOCK_KEY = 0x6C656164  # "lead"
 STANDBY_POLL_S = 1.0
+# A leader that hangs without dying (frozen, stopped, swapping) keeps its session lock: a
+# standby that sees the oldest row wait this long drains it itself. The per-batch lock keeps
+# the order; a leader frozen inside a batch loses its session to the server's idle timeout.
+STALLED_AFTER_S = 5.0
+BATCH_IDLE_TIMEOUT = "15s"
 
 Publish = Callable[[list[tuple[str, bytes, bytes]]], Awaitable[None]]
 
@@ -53,6 +58,11 @@ def _event_message(row: Any) -> dict[str, Any]:
     }
 
 
+STALLED = """
+SELECT created_at < now() - make_interval(secs => $1) FROM outbox ORDER BY id LIMIT 1
+"""
+
+
 class OutboxRelay:
     """Publishes outbox rows to Kafka, woken by LISTEN/NOTIFY (with a slow safety poll)."""
 
@@ -79,7 +89,13 @@ class OutboxRelay:
         listener: asyncpg.Connection = await asyncpg.connect(self._database_url)
         try:
             # Standby: polling is the only way to learn that a session lock was freed.
-            while not await listener.fetchval("SELECT pg_try_advisory_lock($1)", LEADER_LOCK_KEY):  # noqa: ASYNC110
+            while not await listener.fetchval("SELECT pg_try_advisory_lock($1)", LEADER_LOCK_KEY):
+                if await listener.fetchval(STALLED, STALLED_AFTER_S):
+                    log.warning("outbox_relay_takeover reason=leader_stalled")
+                    try:
+                        await self.drain()
+                    except Exception as exc:  # the leader, or the next poll, will retry
+                        log.warning("outbox_relay_error error=%s", type(exc).__name__)
                 await asyncio.sleep(STANDBY_POLL_S)
             log.info("outbox_relay_leader")
             await listener.add_listener(NOTIFY_CHANNEL, lambda *_: self._wake.set())
@@ -108,6 +124,7 @@ class OutboxRelay:
 
     async def _drain_batch(self) -> int:
         async with self._pool.acquire() as conn, conn.transaction():
+            await conn.execute(f"SET LOCAL idle_in_transaction_session_timeout = '{BATCH_IDLE_TIMEOUT}'")
             await conn.execute("SELECT pg_advisory_xact_lock($1)", RELAY_LOCK_KEY)
             rows = await conn.fetch(
                 """SELECT o.id, o.topic, o.key, o.payload, e.position AS event_position,

@@ -40,6 +40,7 @@ HOUSEKEEPING_EVERY_S = 300.0
 
 async def reconcile_forever(pool: Pool, settings: Settings) -> None:
     last_housekeeping = 0.0
+    first = True
     while True:
         try:
             await reconcile_sessions(pool, grace_s=settings.lease_ttl_s)
@@ -49,6 +50,10 @@ async def reconcile_forever(pool: Pool, settings: Settings) -> None:
             await reconcile_executions(
                 pool, grace_s=settings.lease_ttl_s, cancel_grace_s=settings.cancel_grace_s
             )
+            if first:
+                # Reconciliation at start is done: what a crash left behind is re-issued.
+                log.info("recovery_ready instance=%s", settings.instance_id)
+                first = False
         except Exception:
             log.exception("reconcile_failed")
         await asyncio.sleep(settings.reconcile_interval_s)

@@ -34,7 +34,8 @@ async def take_over_session(pool: Pool, session_id: UUID, now: datetime) -> bool
         lease = await conn.fetchrow(LEASE, str(session_id), now)
         if lease is not None and lease["live"]:
             return False
-        if row["phase"] == "RUNNING":
+        first = row["phase"] == "RUNNING"
+        if first:
             await eventstore.append(
                 conn,
                 str(session_id),
@@ -44,7 +45,8 @@ async def take_over_session(pool: Pool, session_id: UUID, now: datetime) -> bool
         await outbox.enqueue(
             conn, topics.COMMANDS, str(session_id), ProcessSession(session_id=session_id, reason="recovery")
         )
-    log.info("session_recovery_start session=%s owner=%s", session_id, _owner_state(lease))
+    kind = "start" if first else "reissue"
+    log.info("session_recovery_%s session=%s reason=%s", kind, session_id, _owner_state(lease))
     return True
 
 
@@ -66,7 +68,8 @@ async def take_over_execution(pool: Pool, execution_id: UUID, now: datetime) -> 
         if lease is not None and lease["live"]:
             return False
         reason: ev.RecoveryReason = "unclaimed" if lease is None else "lease_expired"
-        if execution["status"] == "RUNNING":
+        first = execution["status"] == "RUNNING"
+        if first:
             await eventstore.append(
                 conn,
                 str(execution_id),
@@ -91,7 +94,9 @@ async def take_over_execution(pool: Pool, execution_id: UUID, now: datetime) -> 
             ),
         )
     log.info(
-        "subagent_recovery_start execution=%s child=%s parent=%s reason=%s",
+        # A takeover whose own command was lost is re-issued, not started again.
+        "subagent_recovery_%s execution=%s child=%s parent=%s reason=%s",
+        "start" if first else "reissue",
         execution_id,
         execution["child_session_id"],
         execution["parent_session_id"],

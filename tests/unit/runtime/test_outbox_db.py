@@ -1,0 +1,84 @@
+"""The outbox relay against a fresh migrated PostgreSQL: the leader publishes in commit
+order; a leader that hangs without dying (it keeps its lock) is bypassed by a standby."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import AsyncIterator
+from typing import Any
+from uuid import uuid4
+
+import asyncpg
+import pytest
+from muster_contracts.commands import ProcessSession
+from muster_runtime import outbox
+from muster_runtime.db import Pool, create_pool
+
+from tests.databases import fresh_database_url
+
+
+@pytest.fixture
+async def database(postgres_server_url: str) -> AsyncIterator[tuple[str, Pool]]:
+    async with fresh_database_url(postgres_server_url, "outbox") as url:
+        pool: Any = await create_pool(url)
+        yield url, pool
+        await pool.close()
+
+
+class Published:
+    def __init__(self, want: int) -> None:
+        self.messages: list[tuple[str, bytes, bytes]] = []
+        self.want = want
+        self.done = asyncio.Event()
+
+    async def __call__(self, batch: list[tuple[str, bytes, bytes]]) -> None:
+        self.messages += batch
+        if len(self.messages) >= self.want:
+            self.done.set()
+
+
+async def enqueue(pool: Pool, count: int) -> list[str]:
+    commands = [ProcessSession(session_id=uuid4()) for _ in range(count)]
+    for command in commands:
+        async with pool.acquire() as conn, conn.transaction():
+            await outbox.enqueue(conn, "muster.commands", "k", command)
+    return [str(c.message_id) for c in commands]
+
+
+async def relayed(url: str, pool: Pool, want: int) -> Published:
+    published = Published(want)
+    relay = outbox.OutboxRelay(pool, url, published)
+    task = asyncio.create_task(relay.run())
+    try:
+        await asyncio.wait_for(published.done.wait(), 30)
+    finally:
+        task.cancel()
+        await asyncio.gather(task, return_exceptions=True)
+    return published
+
+
+def ids(published: Published) -> list[str]:
+    return [json.loads(body)["message_id"] for _, _, body in published.messages]
+
+
+async def test_the_leader_publishes_in_commit_order_and_empties_the_outbox(database: tuple[str, Pool]) -> None:
+    url, pool = database
+    sent = await enqueue(pool, 5)
+    published = Published(5)
+    assert await outbox.OutboxRelay(pool, url, published, batch=2).drain() == 5
+    assert ids(published) == sent
+    assert await pool.fetchval("SELECT count(*) FROM outbox") == 0
+
+
+async def test_a_standby_drains_what_a_hung_leader_holds_back(database: tuple[str, Pool]) -> None:
+    url, pool = database
+    hung = await asyncpg.connect(url)  # a leader that stopped without dying: its lock stays
+    try:
+        assert await hung.fetchval("SELECT pg_try_advisory_lock($1)", outbox.LEADER_LOCK_KEY)
+        sent = await enqueue(pool, 3)
+        await pool.execute("UPDATE outbox SET created_at = now() - interval '1 minute'")
+        published = await relayed(url, pool, 3)
+    finally:
+        await hung.close()
+    assert ids(published) == sent
