@@ -113,6 +113,14 @@ async def test_1_kill_during_a_first_delegate(rcluster: Launcher, client: Client
     assert execution["executionId"] == created_child["executionId"] == eid
     assert (execution["status"], execution["deliveryStatus"]) == ("COMPLETED", "DELIVERED")
     assert await recoveries(rcluster, sid) == [1]
+    # Observability: the takeover is logged step by step, without content or credentials.
+    for line in (f"subagent_recovery_start execution={eid}", f"subagent_recovery_complete execution={eid}",
+                 f"subagent_result_delivered execution={eid}", f"parent_recovery_start parent={sid}",
+                 "subagent_recovery_scan executions="):
+        rcluster.wait_line(re.escape(line), 0, timeout=5)
+    service_lines = [line for line in rcluster.lines if re.match(r"^\[(gateway|harness|subagent-worker|recovery)", line)]
+    assert not [line for line in service_lines if "child done" in line or "parent done" in line]
+    assert not [line for line in service_lines if rcluster.tokens["alice"] in line]
 
 
 async def test_2_kill_during_a_followup(rcluster: Launcher, client: Client, rest: Rest) -> None:
@@ -305,6 +313,26 @@ async def test_10_children_ending_in_reverse_order_are_delivered_in_call_order(
     assert executions[1]["endedAt"] < executions[0]["endedAt"]
     results = [json.loads(m["content"])["result"] for m in await tool_results(rest, sid)]
     assert results == ["slow first", "quick second"]
+
+
+async def test_broker_restarted_empty_loses_nothing(rcluster: Launcher, client: Client, rest: Rest) -> None:
+    """Deliver 5: the local broker keeps messages in memory; killed and restarted empty, the
+    event store re-issues what was lost and every turn still completes."""
+    created = await client.ack("create_session", data={"content": script(
+        {"tool_calls": [call("delegate", agent_type="coder",
+                             task=script({"content": "through the outage", "delay_ms": SLOW_CHILD_MS}))]},
+        {"content": "after the outage"},
+    )})
+    sid = created["sessionId"]
+    await wait_running_in_worker(rcluster, client, sid)
+    assert (await client.ack("send_message", sid, data={"content": "queued before the outage"}))["queued"] is True
+    old = rcluster.kill("broker")
+    rcluster.wait_restarted("broker", old)
+    assert await client.wait_phase(sid, timeout=120, count=2) == "COMPLETED"
+    history = await rest.messages(sid)
+    assert [m["role"] for m in history] == ["USER", "ASSISTANT", "TOOL", "ASSISTANT", "USER", "ASSISTANT"]
+    assert json.loads(history[2]["content"])["result"] == "through the outage"
+    assert (history[3]["content"], history[4]["content"]) == ("after the outage", "queued before the outage")
 
 
 async def test_12_two_recovery_instances_duplicated_nothing(rcluster: Launcher) -> None:
