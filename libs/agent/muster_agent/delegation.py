@@ -151,12 +151,18 @@ class Delegator:
             "SELECT count(*) FROM executions WHERE child_session_id = $1", child["session_id"]
         )
         task_message_id = uuid4()
+        # A child cancelled mid-round has open calls: they are answered before the new task.
+        closing = await store.answer_open_calls(conn, child["session_id"], child["message_count"] + 1)
         await eventstore.append(
             conn,
             str(child["session_id"]),
             [
+                *closing,
                 ev.MessageRecorded(
-                    message_id=task_message_id, seq=child["message_count"] + 1, role="USER", content=task
+                    message_id=task_message_id,
+                    seq=child["message_count"] + len(closing) + 1,
+                    role="USER",
+                    content=task,
                 ),
                 ev.SessionPhaseChanged(phase="RUNNING"),
             ],

@@ -182,6 +182,18 @@ def error_result(reason: str) -> str:
     return json.dumps({"success": False, "error": reason})
 
 
+async def answer_open_calls(conn: Connection, session_id: UUID, first_seq: int) -> list[ev.MessageRecorded]:
+    """Error results for the tool calls an ended (cancelled or crashed) turn left open,
+    numbered from `first_seq`: a new USER message may only follow a complete round."""
+    state = await load_state(conn, session_id)
+    assert state is not None
+    reason = error_result("interrupted: the turn ended before this tool call finished")
+    return [
+        tool_message(call["id"], reason)(first_seq + i)
+        for i, call in enumerate(pending_tool_calls(state.messages))
+    ]
+
+
 async def start_next_turn(conn: Connection, row: Any, *, after: Sequence[ev.DomainEvent] = ()) -> bool:
     """With the session row locked: turn the oldest queued input into the USER message of
     a new RUNNING turn. Unanswered tool calls of an earlier (cancelled or crashed) turn get
@@ -197,13 +209,9 @@ async def start_next_turn(conn: Connection, row: Any, *, after: Sequence[ev.Doma
     events: list[ev.DomainEvent] = list(after)
     seq = row["message_count"] + sum(isinstance(e, ev.MessageRecorded) for e in after)
     if queued is not None:
-        state = await load_state(conn, session_id)
-        assert state is not None
-        for call in pending_tool_calls(state.messages):
-            seq += 1
-            reason = "interrupted: the turn ended before this tool call finished"
-            events.append(tool_message(call["id"], error_result(reason))(seq))
-        seq += 1
+        closing = await answer_open_calls(conn, session_id, seq + 1)
+        events += closing
+        seq += len(closing) + 1
         events.append(
             ev.MessageRecorded(
                 message_id=queued["message_id"], seq=seq, role="USER", content=queued["content"]
