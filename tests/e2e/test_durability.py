@@ -7,6 +7,7 @@ import json
 import signal
 import uuid
 
+import asyncpg
 import pytest
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
 
@@ -27,6 +28,18 @@ async def test_harness_killed_mid_model_call_loses_nothing(cluster, alice: Clien
     history = await alice_rest.messages(session_id)
     assert [m["role"] for m in history] == ["USER", "ASSISTANT"]
     assert history[1]["content"] == "survived"
+    # Recovery took the turn over (RESUMING in the log of record); clients only saw RUNNING.
+    conn = await asyncpg.connect(cluster.database_url)
+    try:
+        phases = await conn.fetch(
+            "SELECT payload->>'phase' AS phase FROM events WHERE stream_id = $1 AND type = 'SessionPhaseChanged' "
+            "ORDER BY position",
+            session_id,
+        )
+    finally:
+        await conn.close()
+    assert [p["phase"] for p in phases] == ["RUNNING", "RESUMING", "RUNNING", "COMPLETED"]
+    assert alice.phases(session_id) == ["RUNNING", "RUNNING", "RUNNING", "COMPLETED"]
 
 
 async def test_poison_command_goes_to_the_dead_letter_topic(cluster, alice: Client) -> None:
