@@ -1,11 +1,14 @@
-"""Invariants 4-6 and 8: accepted commands take effect, no tool runs twice, a cancelled
-parent stays cancelled, every workload session ends."""
+"""Invariants 4-6 and 8: accepted commands take effect, no tool runs twice (in the events,
+and in the files of the `editor` sessions), a cancelled parent stays cancelled, every
+workload session ends."""
 
 from __future__ import annotations
 
 from collections import Counter
 from datetime import datetime
+from pathlib import Path
 
+from chaos.checks_edits import check_edit_files
 from chaos.dbstate import TERMINAL, Check, DbState, is_interrupted
 from chaos.driver import Outcome
 
@@ -47,8 +50,12 @@ def check_4(db: DbState, outcomes: list[Outcome], cancel_times: dict[str, dateti
     return check
 
 
-def check_5(db: DbState) -> Check:
-    check = Check("5", "no interrupted side-effecting tool run twice (ToolCallStarted per call = 1)")
+def check_5(db: DbState, outcomes: list[Outcome] | None = None, workspaces: Path | None = None) -> Check:
+    """The editor files are checked when the workload's outcomes and the cluster's
+    workspaces directory are given."""
+    check = Check(
+        "5", "no interrupted side-effecting tool run twice (ToolCallStarted per call = 1, edit markers once)"
+    )
     started = Counter(
         (e["stream_id"], e["payload"]["tool_call_id"]) for e in db.events if e["type"] == "ToolCallStarted"
     )
@@ -65,6 +72,7 @@ def check_5(db: DbState) -> Check:
         is_interrupted(m["content"]) for ms in db.messages.values() for m in ms if m["role"] == "TOOL"
     )
     check.counts.update(tool_calls_started=len(started), interrupted_results=interrupted)
+    check_edit_files(check, db, outcomes or [], workspaces)
     return check
 
 

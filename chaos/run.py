@@ -12,6 +12,7 @@ import random
 import sys
 import time
 from collections import Counter
+from pathlib import Path
 from typing import Any
 
 import asyncpg
@@ -83,7 +84,8 @@ async def exercise(
         for task in tasks:
             task.cancel()
         outcomes = [driver.outcomes[p.index] for p in plans if p.index in driver.outcomes]
-        checks, exercised = await run_checks(pool, outcomes, conns, cluster.log_lines())
+        workspaces = cluster.data_dir / "workspaces"
+        checks, exercised = await run_checks(pool, outcomes, conns, cluster.log_lines(), workspaces)
         return outcomes, checks, {"quiescence": quiet, "exercised": exercised}
     finally:
         for conn in conns.values():
@@ -94,7 +96,11 @@ async def exercise(
 
 
 async def run_checks(
-    pool: asyncpg.Pool, outcomes: list[Outcome], conns: dict[str, Conn], log_lines: list[str]
+    pool: asyncpg.Pool,
+    outcomes: list[Outcome],
+    conns: dict[str, Conn],
+    log_lines: list[str],
+    workspaces: Path | None = None,
 ) -> tuple[list[Check], dict[str, Any]]:
     async with pool.acquire() as conn:
         db = await load(conn)
@@ -108,7 +114,7 @@ async def run_checks(
             check_2(db),
             check_3(db),
             check_4(db, outcomes, cancel_times),
-            check_5(db),
+            check_5(db, outcomes, workspaces),
             check_6(db),
             await check_7(conn),
             check_8(db, outcomes),

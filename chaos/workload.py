@@ -3,7 +3,8 @@
 Kinds: `delegate` (1-3 parallel children that write a file then answer, some slow, some
 failing, sometimes a second delegation round or a local tool beside the delegations),
 `followup` (a delegation, then a second turn with `delegate_followup` to that child),
-`cancel` (slow children, the parent cancelled mid-run), `plain` (one agent, file tools).
+`cancel` (slow children, the parent cancelled mid-run), `plain` (one agent, file tools),
+`editor` (one child whose long round of edits a kill often cuts, see `chaos.editor`).
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ import random
 from dataclasses import dataclass, field
 from typing import Any
 
+from chaos import editor
 from tests.e2e.wsclient import call, script
 
 USERS = ("alice", "bob")
@@ -105,7 +107,9 @@ def plan_workload(seed: int, sessions: int, kill_steps: int) -> list[SessionPlan
     cancels = 1 if sessions < 10 else rng.randint(1, 2)
     followups = max(1, round(sessions * rng.uniform(0.12, 0.2)))
     plains = max(1, round(sessions * rng.uniform(0.2, 0.3)))
-    kinds = (["cancel"] * cancels + ["followup"] * followups + ["plain"] * plains)[:sessions]
+    editors = max(1, round(sessions * rng.uniform(0.1, 0.15)))
+    kinds = ["cancel"] * cancels + ["followup"] * followups + ["plain"] * plains + ["editor"] * editors
+    kinds = kinds[:sessions]
     kinds += ["delegate"] * (sessions - len(kinds))
     rng.shuffle(kinds)
     plans = []
@@ -155,6 +159,8 @@ def plan_workload(seed: int, sessions: int, kill_steps: int) -> list[SessionPlan
             plan.first = script({"tool_calls": slow}, {"content": "must never be said"})
             plan.expect, plan.children = "CANCELLED", 2
             plan.cancel_after_s = round(rng.uniform(0.3, 3.0), 2)
+        elif kind == "editor":
+            plan.first, plan.children = editor.parent_script(rng, index), 1
         else:
             plan.first, plan.expect = _plain(rng, index)
         plans.append(plan)
