@@ -11,7 +11,8 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
-from aiokafka import AIOKafkaProducer
+from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
+from aiokafka.errors import KafkaConnectionError
 from faststream import AckPolicy
 from faststream.kafka import KafkaBroker
 from faststream.kafka.annotations import KafkaMessage
@@ -26,10 +27,34 @@ from muster_runtime.settings import Settings
 
 T = TypeVar("T")
 
+log = logging.getLogger("muster.kafka")
+
+
+class PatientKafkaBroker(KafkaBroker):
+    """A broker whose start waits for an unreachable Kafka (it may be restarting) instead of
+    failing the service's start, as `start_producer` does for our own producer."""
+
+    connect_within_s = 60.0
+
+    async def _connect(self) -> Callable[..., AIOKafkaConsumer]:
+        delay, waited = 0.25, 0.0
+        while True:
+            try:
+                return await super()._connect()
+            except KafkaConnectionError:
+                with contextlib.suppress(Exception):
+                    await self.config.disconnect()
+                if waited >= self.connect_within_s:
+                    raise
+                log.warning("kafka_unreachable retry_in=%.2fs", delay)
+                await asyncio.sleep(delay)
+                waited += delay
+                delay = min(delay * 2, 5.0)
+
 
 def make_broker(settings: Settings, service: str) -> KafkaBroker:
     # Our log format; FastStream's per-message lines only at DEBUG.
-    return KafkaBroker(
+    return PatientKafkaBroker(
         settings.kafka_bootstrap_servers or "localhost:9092",
         logger=logging.getLogger(f"muster.{service}.kafka"),
         log_level=logging.DEBUG,

@@ -15,3 +15,34 @@ async def test_producer_start_retries_then_gives_up(caplog: pytest.LogCaptureFix
         await start_producer(settings, within_s=0.5)
     retries = [r for r in caplog.records if r.getMessage().startswith("kafka_unreachable")]
     assert len(retries) >= 2
+
+
+async def test_a_service_broker_waits_for_kafka_at_start(monkeypatch: pytest.MonkeyPatch) -> None:
+    """FastStream's own connection (its producer) is retried too: a service started while
+    the broker restarts waits for it instead of exiting."""
+    from faststream.kafka import KafkaBroker
+    from muster_runtime.service import make_broker
+
+    attempts: list[int] = []
+
+    async def flaky_connect(self: KafkaBroker) -> str:
+        attempts.append(1)
+        if len(attempts) < 3:
+            raise KafkaConnectionError("unreachable")
+        return "connected"
+
+    monkeypatch.setattr(KafkaBroker, "_connect", flaky_connect)
+    settings = Settings(database_url="", kafka_bootstrap_servers="127.0.0.1:1", data_dir=Path("."))
+    broker = make_broker(settings, "test")
+    assert await broker._connect() == "connected"
+    assert len(attempts) == 3
+
+
+async def test_a_service_broker_gives_up_after_its_wait() -> None:
+    from muster_runtime.service import make_broker
+
+    settings = Settings(database_url="", kafka_bootstrap_servers="127.0.0.1:1", data_dir=Path("."))
+    broker = make_broker(settings, "test")
+    broker.connect_within_s = 0.3  # type: ignore[attr-defined]
+    with pytest.raises(KafkaConnectionError):
+        await broker.connect()
