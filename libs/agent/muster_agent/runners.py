@@ -84,6 +84,12 @@ class Runners:
                     task.cancel()
                 return
 
+    async def join(self, key: UUID) -> None:
+        """Wait until the run of `key` (if any) has ended, re-runs included."""
+        task = self._tasks.get(key)
+        if task is not None:
+            await asyncio.gather(task, return_exceptions=True)
+
     def cancel(self, key: UUID) -> bool:
         task = self._tasks.get(key)
         if task is None:

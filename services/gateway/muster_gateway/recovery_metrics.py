@@ -63,7 +63,7 @@ async def read(pool: Pool) -> RecoverySnapshot | None:
         async with asyncio.timeout(QUERY_TIMEOUT_S):
             row = await pool.fetchrow(QUERY)
     except Exception as exc:  # any failure: the scrape still serves the in-process metrics
-        log.warning("recovery_metrics_unavailable error=%s detail=%s", type(exc).__name__, exc)
+        log.warning("recovery_metrics_unavailable error=%s", type(exc).__name__)
         return None
     assert row is not None
     counts = dict.fromkeys(STATUSES, 0)

@@ -46,7 +46,7 @@ async def take_over_session(pool: Pool, session_id: UUID, now: datetime) -> bool
             conn, topics.COMMANDS, str(session_id), ProcessSession(session_id=session_id, reason="recovery")
         )
     kind = "start" if first else "reissue"
-    log.info("session_recovery_%s session=%s reason=%s", kind, session_id, _owner_state(lease))
+    log.info("session_recovery_%s session=%s reason=%s", kind, session_id, _reason(lease))
     return True
 
 
@@ -67,7 +67,7 @@ async def take_over_execution(pool: Pool, execution_id: UUID, now: datetime) -> 
         lease = await conn.fetchrow(LEASE, str(execution_id), now)
         if lease is not None and lease["live"]:
             return False
-        reason: ev.RecoveryReason = "unclaimed" if lease is None else "lease_expired"
+        reason = _reason(lease)
         first = execution["status"] == "RUNNING"
         if first:
             await eventstore.append(
@@ -105,5 +105,6 @@ async def take_over_execution(pool: Pool, execution_id: UUID, now: datetime) -> 
     return True
 
 
-def _owner_state(lease: Any) -> str:
+def _reason(lease: Any) -> ev.RecoveryReason:
+    """Why nobody holds it: an owner's lease ran out, or no owner ever claimed it."""
     return "unclaimed" if lease is None else "lease_expired"

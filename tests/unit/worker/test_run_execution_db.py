@@ -4,7 +4,6 @@ was never set is still run (acceptance 9)."""
 
 from __future__ import annotations
 
-import asyncio
 import json
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -48,8 +47,8 @@ async def run(pool: Pool, tmp_path: Path, eid: UUID, model: Any) -> None:
     command = RunExecution(execution_id=eid, child_session_id=row["child_session_id"],
                            parent_session_id=row["parent_session_id"])
     await run_execution(command, WorkerDeps(loop=loop, runners=runners, lease_ttl_s=10.0))
-    while runners.is_running(eid):  # the run is a background task of the runner
-        await asyncio.sleep(0.01)
+    assert runners.is_running(eid)
+    await runners.join(eid)  # the run is a background task of the runner
 
 
 @pytest.mark.parametrize("phase_recorded", [False, True], ids=["answer-only", "answer-and-phase"])
