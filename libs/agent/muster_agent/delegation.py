@@ -15,6 +15,7 @@ from muster_contracts import events as ev
 from muster_contracts.commands import RunExecution
 from muster_runtime import eventstore, outbox, topics
 from muster_runtime.db import Connection, Pool
+from muster_runtime.unit_of_work import PostgresUnitOfWork
 
 from muster_agent import session_store as store
 from muster_agent.agents import AgentRegistry, UnknownAgentType
@@ -44,7 +45,8 @@ class Delegator:
     async def __call__(self, state: SessionState, calls: list[dict[str, Any]]) -> bool:
         """Create every delegation of `calls` in one transaction; a refused one gets its
         error as the TOOL result instead. False when the parent no longer runs here."""
-        async with self.pool.acquire() as conn, conn.transaction():
+        async with PostgresUnitOfWork(self.pool) as uow:
+            conn = uow.conn
             row, found = await store.lock_if_current(conn, state.session_id, state.message_count)
             if found != store.Lock.CURRENT:
                 return found == store.Lock.MOVED  # moved: reload and look again

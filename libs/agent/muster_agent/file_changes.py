@@ -21,6 +21,7 @@ from uuid import UUID, uuid4
 from muster_contracts import events as ev
 from muster_runtime import eventstore
 from muster_runtime.db import Connection, Pool
+from muster_runtime.unit_of_work import PostgresUnitOfWork
 
 from muster_agent.file_snapshots import Snapshot, sha256, take_snapshot, unified_diff
 from muster_agent.session_store import SessionState, lock_session
@@ -138,7 +139,8 @@ async def record_unanswered(
     lease lost): the files changed all the same, so the changes are recorded on their own."""
     if not changes:
         return
-    async with pool.acquire() as conn, conn.transaction():
+    async with PostgresUnitOfWork(pool) as uow:
+        conn = uow.conn
         row = await lock_session(conn, session_id)
         if row is None:
             return

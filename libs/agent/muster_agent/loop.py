@@ -20,6 +20,7 @@ import asyncpg
 from muster_contracts import events as ev
 from muster_runtime import eventstore
 from muster_runtime.db import Connection, Pool
+from muster_runtime.unit_of_work import PostgresUnitOfWork
 
 from muster_agent import session_store as store
 from muster_agent.agents import AgentRegistry, UnknownAgentType
@@ -187,7 +188,8 @@ async def _close_turn(
         if failure
         else ev.SessionPhaseChanged(phase="COMPLETED")
     )
-    async with deps.pool.acquire() as conn, conn.transaction():
+    async with PostgresUnitOfWork(deps.pool) as uow:
+        conn = uow.conn
         row, found = await store.lock_if_current(conn, state.session_id, state.message_count)
         if found != store.Lock.CURRENT:
             return StepOutcome.CONTINUE if found == store.Lock.MOVED else StepOutcome.IDLE

@@ -17,6 +17,7 @@ import asyncpg
 from muster_contracts import events as ev
 from muster_runtime import eventstore
 from muster_runtime.db import Connection, Pool
+from muster_runtime.unit_of_work import PostgresUnitOfWork
 
 from muster_agent.history import StoredMessage, pending_tool_calls
 
@@ -122,7 +123,8 @@ async def record_if_current(
 ) -> bool:
     """Append `events_for(next_seq)` only if the session still runs and nobody recorded a
     message since the caller looked (`expected_count`). False means: drop your result."""
-    async with pool.acquire() as conn, conn.transaction():
+    async with PostgresUnitOfWork(pool) as uow:
+        conn = uow.conn
         row, found = await lock_if_current(conn, session_id, expected_count)
         if found != Lock.CURRENT:
             return False

@@ -3,6 +3,7 @@ the outbox, all inside the caller's transaction (one transaction per decision)."
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -12,9 +13,8 @@ from uuid import UUID, uuid4
 from muster_contracts.events import DomainEvent
 from muster_contracts.upcasting import load_event
 
-from muster_runtime import topics
+from muster_runtime import dispatch, topics
 from muster_runtime.db import Connection, UniqueViolation
-from muster_runtime.projector import project_all
 
 
 class ConcurrencyError(Exception):
@@ -64,44 +64,60 @@ async def append(
     now = datetime.now(UTC)
     versions = list(range(expected_version + 1, expected_version + 1 + len(events)))
     event_ids = [uuid4() for _ in events]
+    payloads = [e.payload() for e in events]
+    claimed = dispatch.claiming()
     try:
-        # One statement for the whole append; positions come back in insertion order.
+        # One round trip: the events, their projections and their outbox row (migration
+        # 0007); positions come back in insertion order.
         rows = await conn.fetch(
-            """INSERT INTO events (stream_id, stream_version, event_id, type, schema_version,
-                   payload, metadata, recorded_at)
-               SELECT $1, v, id, t, sv, p, $7, $8
-               FROM unnest($2::int[], $3::uuid[], $4::text[], $5::int[], $6::jsonb[])
-                   AS x(v, id, t, sv, p)
-               RETURNING position""",
+            "SELECT * FROM muster_append($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)",
             stream_id,
             versions,
             event_ids,
             [e.type for e in events],
             [e.schema_version for e in events],
-            [e.payload() for e in events],
+            payloads,
             meta,
             now,
+            topics.EVENTS,
+            claimed,
         )
     except UniqueViolation as exc:
         if "events_stream_version_key" in str(exc.constraint_name or exc):
             raise ConcurrencyError(f"stream {stream_id} moved past {expected_version}") from exc
         raise
     stored = [
-        StoredEvent(row["position"], stream_id, version, event_id, now, meta, event)
+        StoredEvent(row["event_position"], stream_id, version, event_id, now, meta, event)
         for row, version, event_id, event in zip(rows, versions, event_ids, events, strict=True)
     ]
-    await project_all(conn, stored)
-    # One outbox row per append: the relay reads the events it covers from the store.
-    await conn.execute(
-        """INSERT INTO outbox (topic, key, event_position, event_last_position)
-           VALUES ($1, $2, $3, $4)""",
-        topics.EVENTS,
-        stream_id,
-        stored[0].position,
-        stored[-1].position,
+    # Claimed: this process publishes the events itself right after commit (`dispatch`).
+    dispatch.collect(
+        dispatch.Outgoing(
+            rows[0]["outbox_id"],
+            topics.EVENTS,
+            stream_id.encode(),
+            tuple(map(published_value, stored, payloads)),
+        )
     )
-    await conn.execute("SELECT pg_notify('muster_outbox', '')")
     return stored
+
+
+def published_value(stored: StoredEvent, payload: dict[str, Any]) -> bytes:
+    """The `muster.events` record of a stored event (`RecordedEvent`), as the relay sends it."""
+    return json.dumps(
+        {
+            "kind": "event",
+            "event_id": str(stored.event_id),
+            "position": stored.position,
+            "stream_id": stored.stream_id,
+            "stream_version": stored.stream_version,
+            "type": stored.type,
+            "schema_version": stored.event.schema_version,
+            "payload": payload,
+            "metadata": stored.metadata,
+            "recorded_at": stored.recorded_at.isoformat(),
+        }
+    ).encode()
 
 
 def _row_to_stored(row: Any) -> StoredEvent:

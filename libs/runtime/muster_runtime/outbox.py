@@ -12,6 +12,7 @@ from typing import Any
 import asyncpg
 from muster_contracts.envelope import Envelope
 
+from muster_runtime import dispatch
 from muster_runtime.db import Connection, Pool
 
 log = logging.getLogger("muster.outbox")
@@ -27,20 +28,29 @@ STANDBY_POLL_S = 1.0
 # standby that sees the oldest row wait this long drains it itself. The per-batch lock keeps
 # the order; a leader frozen inside a batch loses its session to the server's idle timeout.
 STALLED_AFTER_S = 5.0
+# A row claimed by its writer (published right after commit, see `dispatch`) is left to it
+# this long; past that the writer died or failed to publish, and the relay sends it.
+CLAIM_GRACE_S = 1.0
 BATCH_IDLE_TIMEOUT = "15s"
 
 Publish = Callable[[list[tuple[str, bytes, bytes]]], Awaitable[None]]
 
 
 async def enqueue(conn: Connection, topic: str, key: str, message: Envelope) -> None:
-    """Write a command to the outbox inside the caller's transaction."""
-    await conn.execute(
-        "INSERT INTO outbox (topic, key, payload) VALUES ($1, $2, $3)",
+    """Write a command to the outbox inside the caller's transaction; a collecting unit of
+    work publishes it right after commit, else the relay does after its grace period."""
+    body = message.model_dump(mode="json")
+    claimed = dispatch.claiming()
+    outbox_id = await conn.fetchval(
+        "INSERT INTO outbox (topic, key, payload, claimed) VALUES ($1, $2, $3, $4) RETURNING id",
         topic,
         key,
-        message.model_dump(mode="json"),
+        body,
+        claimed,
     )
-    await conn.execute("SELECT pg_notify($1, '')", NOTIFY_CHANNEL)
+    if not claimed:
+        await conn.execute("SELECT pg_notify($1, '')", NOTIFY_CHANNEL)
+    dispatch.collect(dispatch.Outgoing(outbox_id, topic, key.encode(), (json.dumps(body).encode(),)))
 
 
 def _event_message(row: Any) -> dict[str, Any]:
@@ -66,8 +76,17 @@ SELECT created_at < now() - make_interval(secs => $1) FROM outbox ORDER BY id LI
 class OutboxRelay:
     """Publishes outbox rows to Kafka, woken by LISTEN/NOTIFY (with a slow safety poll)."""
 
-    def __init__(self, pool: Pool, database_url: str, publish: Publish, *, batch: int = 500):
+    def __init__(
+        self,
+        pool: Pool,
+        database_url: str,
+        publish: Publish,
+        *,
+        batch: int = 500,
+        grace_s: float = CLAIM_GRACE_S,
+    ):
         self._pool = pool
+        self._grace_s = grace_s
         self._database_url = database_url
         self._publish = publish
         self._batch = batch
@@ -130,11 +149,14 @@ class OutboxRelay:
                 """SELECT o.id, o.topic, o.key, o.payload, e.position AS event_position,
                           e.event_id, e.stream_id, e.stream_version, e.type, e.schema_version,
                           e.payload AS event_payload, e.metadata, e.recorded_at
-                   FROM (SELECT * FROM outbox ORDER BY id LIMIT $1) o
+                   FROM (SELECT * FROM outbox
+                         WHERE NOT claimed OR created_at < now() - make_interval(secs => $2)
+                         ORDER BY id LIMIT $1) o
                    LEFT JOIN events e ON o.event_position IS NOT NULL AND e.stream_id = o.key
                         AND e.position BETWEEN o.event_position AND o.event_last_position
                    ORDER BY o.id, e.position""",
                 self._batch,
+                self._grace_s,
             )
             if not rows:
                 return 0

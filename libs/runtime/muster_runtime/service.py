@@ -18,8 +18,10 @@ from faststream.kafka import KafkaBroker
 from faststream.kafka.annotations import KafkaMessage
 from pydantic import TypeAdapter
 
+from muster_runtime import dispatch
 from muster_runtime.consuming import BATCH_OPTIONS, per_key, records_of
 from muster_runtime.db import Pool, create_pool
+from muster_runtime.dispatch import Dispatcher
 from muster_runtime.edge import Edge
 from muster_runtime.kafka import consumer_options, publisher, start_producer
 from muster_runtime.outbox import OutboxRelay
@@ -82,13 +84,18 @@ async def resources(settings: Settings, *, pool_size: int = 10) -> AsyncIterator
         await pool.close()
         raise
     held = Resources(pool, producer)
+    dispatcher = Dispatcher(producer, pool)
+    dispatch.install(dispatcher)
+    held.spawn(dispatcher.run())
     held.spawn(OutboxRelay(pool, settings.database_url, publisher(producer)).run_forever())
     try:
         yield held
     finally:
+        dispatch.install(None)
         for task in held.tasks:
             task.cancel()
         await asyncio.gather(*held.tasks, return_exceptions=True)
+        await dispatcher.close()
         await producer.stop()
         await pool.close()
 

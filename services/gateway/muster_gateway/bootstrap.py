@@ -18,9 +18,10 @@ from faststream import AckPolicy
 from faststream.kafka import KafkaBroker
 from faststream.kafka.annotations import KafkaMessage
 from muster_contracts.commands import CancelSession, ProcessSession
-from muster_runtime import topics
+from muster_runtime import dispatch, topics
 from muster_runtime.consuming import BATCH_OPTIONS, records_of
 from muster_runtime.db import Pool, create_pool
+from muster_runtime.dispatch import Dispatcher
 from muster_runtime.kafka import consumer_options, publisher, start_producer
 from muster_runtime.outbox import OutboxRelay
 from muster_runtime.settings import Settings
@@ -134,6 +135,11 @@ def build_app(settings: Settings, *, tokens: Mapping[str, str], kafka: bool = Tr
             if kafka:
                 producer = await start_producer(settings)
                 stack.push_async_callback(producer.stop)
+                dispatcher = Dispatcher(producer, pool)
+                dispatch.install(dispatcher)
+                stack.callback(dispatch.install, None)
+                stack.push_async_callback(dispatcher.close)
+                background("outbox-dispatch", dispatcher.run)
                 relay = OutboxRelay(pool, settings.database_url, publisher(producer))
                 background("outbox-relay", relay.run)
                 broker = build_broker(settings, hub.ring)

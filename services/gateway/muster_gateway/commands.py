@@ -26,8 +26,9 @@ from muster_contracts.events import (
     SessionPhaseChanged,
     UserMessageQueued,
 )
-from muster_runtime import eventstore, outbox, topics
+from muster_runtime import eventstore, topics
 from muster_runtime.db import Connection, Pool
+from muster_runtime.unit_of_work import PostgresUnitOfWork
 
 from muster_gateway.errors import GatewayError
 from muster_gateway.protocol import CreateSessionData, SendMessageData
@@ -102,11 +103,10 @@ async def create_session(
         )
     # Before the commit: the harness may start the turn the instant ProcessSession is out.
     (workspaces_dir / stream).mkdir(parents=True, exist_ok=True)
-    async with pool.acquire() as conn, conn.transaction():
-        await eventstore.append(conn, stream, events, expected_version=0, metadata=_meta(user_id, session_id))
+    async with PostgresUnitOfWork(pool) as uow:
+        await uow.append(stream, events, expected_version=0, metadata=_meta(user_id, session_id))
         if message_id is not None:
-            await outbox.enqueue(
-                conn,
+            await uow.send(
                 topics.COMMANDS,
                 stream,
                 ProcessSession(
@@ -123,18 +123,17 @@ async def create_session(
 async def send_message(pool: Pool, user_id: str, raw_id: str, data: SendMessageData) -> dict[str, Any]:
     async def decide() -> dict[str, Any]:
         message_id = uuid4()
-        async with pool.acquire() as conn, conn.transaction():
-            row = await _lock(conn, user_id, raw_id)
+        async with PostgresUnitOfWork(pool) as uow:
+            row = await _lock(uow.conn, user_id, raw_id)
             _writable(row, "post to")
             stream = str(row["session_id"])
             # Queued: it will wait for a running turn, or behind earlier input not yet started.
-            waits_behind = await conn.fetchval(
+            waits_behind = await uow.conn.fetchval(
                 "SELECT true FROM session_inputs WHERE session_id = $1 AND state = 'QUEUED' LIMIT 1",
                 row["session_id"],
             )
             queued = row["phase"] in ACTIVE_PHASES or bool(waits_behind)
-            await eventstore.append(
-                conn,
+            await uow.append(
                 stream,
                 [
                     UserMessageQueued(
@@ -144,8 +143,7 @@ async def send_message(pool: Pool, user_id: str, raw_id: str, data: SendMessageD
                 expected_version=row["version"],
                 metadata=_meta(user_id, row["root_session_id"]),
             )
-            await outbox.enqueue(
-                conn,
+            await uow.send(
                 topics.COMMANDS,
                 stream,
                 ProcessSession(
@@ -184,13 +182,13 @@ async def cancel(pool: Pool, user_id: str, raw_id: str) -> dict[str, Any]:
     phase: cancelling an idle session is a no-op, not an error."""
 
     async def decide() -> dict[str, Any]:
-        async with pool.acquire() as conn, conn.transaction():
-            row = await _lock(conn, user_id, raw_id)
+        async with PostgresUnitOfWork(pool) as uow:
+            row = await _lock(uow.conn, user_id, raw_id)
             _writable(row, "cancel")
             stream = str(row["session_id"])
             queued: list[UUID] = [
                 r["message_id"]
-                for r in await conn.fetch(
+                for r in await uow.conn.fetch(
                     """SELECT message_id FROM session_inputs
                    WHERE session_id = $1 AND state = 'QUEUED' ORDER BY position""",
                     row["session_id"],
@@ -205,17 +203,14 @@ async def cancel(pool: Pool, user_id: str, raw_id: str) -> dict[str, Any]:
                 # a turn right after the user asked to stop.
                 events.append(QueuedMessagesDropped(message_ids=queued, reason="cancelled"))
             if events:
-                await eventstore.append(
-                    conn,
+                await uow.append(
                     stream,
                     events,
                     expected_version=row["version"],
                     metadata=_meta(user_id, row["root_session_id"]),
                 )
             if running:
-                await outbox.enqueue(
-                    conn, topics.COMMANDS, stream, CancelSession(session_id=row["session_id"])
-                )
+                await uow.send(topics.COMMANDS, stream, CancelSession(session_id=row["session_id"]))
         return {}
 
     return await _retrying(decide)

@@ -11,6 +11,7 @@ from muster_agent.loop import LoopDeps, StepOutcome, run_until_idle
 from muster_agent.runners import Runners
 from muster_contracts.commands import CancelSession, ProcessSession, ResumeSession
 from muster_runtime import leases, tracking
+from muster_runtime.unit_of_work import PostgresUnitOfWork
 
 log = logging.getLogger("muster.harness")
 
@@ -31,7 +32,8 @@ async def process_session(cmd: ProcessSession | ResumeSession, deps: HarnessDeps
     if deps.runners.is_running(sid):
         deps.runners.start(sid, lambda: drive(deps, sid))  # marks it to look again
         return
-    async with deps.loop.pool.acquire() as conn, conn.transaction():
+    async with PostgresUnitOfWork(deps.loop.pool) as uow:
+        conn = uow.conn
         if not await tracking.first_delivery(conn, CONSUMER, str(cmd.message_id)):
             return
         row = await conn.fetchrow("SELECT session_type FROM sessions WHERE session_id = $1", sid)
@@ -54,7 +56,8 @@ async def drive(deps: HarnessDeps, session_id: UUID) -> None:
 
 
 async def _begin(deps: HarnessDeps, session_id: UUID) -> bool:
-    async with deps.loop.pool.acquire() as conn, conn.transaction():
+    async with PostgresUnitOfWork(deps.loop.pool) as uow:
+        conn = uow.conn
         row = await store.lock_session(conn, session_id)
         if row is None:
             return False

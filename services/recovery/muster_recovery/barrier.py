@@ -16,6 +16,7 @@ from muster_contracts import events as ev
 from muster_contracts.commands import ResumeSession
 from muster_runtime import eventstore, outbox, topics
 from muster_runtime.db import Connection, Pool
+from muster_runtime.unit_of_work import PostgresUnitOfWork
 
 log = logging.getLogger("muster.recovery")
 
@@ -35,7 +36,8 @@ async def has_undelivered(pool: Pool, parent_session_id: UUID) -> bool:
 
 async def settle(pool: Pool, parent_session_id: UUID) -> int:
     """Deliver or suppress what is due for this parent; returns how many were settled."""
-    async with pool.acquire() as conn, conn.transaction():
+    async with PostgresUnitOfWork(pool) as uow:
+        conn = uow.conn
         parent = await store.lock_session(conn, parent_session_id)
         if parent is None:
             return 0

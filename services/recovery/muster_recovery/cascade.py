@@ -13,6 +13,7 @@ from muster_contracts import events as ev
 from muster_contracts.commands import CancelExecution
 from muster_runtime import eventstore, outbox, topics
 from muster_runtime.db import Pool
+from muster_runtime.unit_of_work import PostgresUnitOfWork
 
 from muster_recovery.barrier import settle
 
@@ -38,7 +39,8 @@ async def stop_execution(
 ) -> bool:
     """End an open execution with `status`: the child session is cancelled, the execution
     finished, the worker told to stop. Returns False if it had already ended."""
-    async with pool.acquire() as conn, conn.transaction():
+    async with PostgresUnitOfWork(pool) as uow:
+        conn = uow.conn
         execution = await conn.fetchrow("SELECT * FROM executions WHERE execution_id = $1", execution_id)
         if execution is None:
             return False

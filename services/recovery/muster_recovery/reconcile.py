@@ -9,6 +9,7 @@ from datetime import datetime
 from muster_contracts.commands import ProcessSession
 from muster_runtime import outbox, topics
 from muster_runtime.db import Pool
+from muster_runtime.unit_of_work import PostgresUnitOfWork
 
 from muster_recovery.barrier import settle
 from muster_recovery.cascade import cancel_children, stop_execution
@@ -54,7 +55,8 @@ async def reconcile_sessions(
 ) -> int:
     """Resume turns whose runner died; start turns whose queued input was never picked up."""
     at = await clock(pool, now)
-    async with pool.acquire() as conn, conn.transaction():
+    async with PostgresUnitOfWork(pool) as uow:
+        conn = uow.conn
         if not await conn.fetchval("SELECT pg_try_advisory_xact_lock($1)", SCAN_LOCK_KEY):
             return 0
         orphaned = [r["session_id"] for r in await conn.fetch(ORPHANED_TURNS, at, grace_s)]
@@ -115,7 +117,8 @@ async def reconcile_executions(
     """Take over runs nobody holds, fail runs past their absolute deadline, deliver what
     finished but was never delivered."""
     at = await clock(pool, now)
-    async with pool.acquire() as conn, conn.transaction():
+    async with PostgresUnitOfWork(pool) as uow:
+        conn = uow.conn
         if not await conn.fetchval("SELECT pg_try_advisory_xact_lock($1)", SCAN_LOCK_KEY + 1):
             return
         orphaned = [
@@ -148,7 +151,8 @@ async def housekeeping(
     pool: Pool, *, keep_processed_s: float = 7 * 86400, keep_leases_s: float = 3600
 ) -> None:
     """Prune consumer tracking older than any redelivery can be, and long-expired leases."""
-    async with pool.acquire() as conn, conn.transaction():
+    async with PostgresUnitOfWork(pool) as uow:
+        conn = uow.conn
         if not await conn.fetchval("SELECT pg_try_advisory_xact_lock($1)", SCAN_LOCK_KEY + 2):
             return
         await conn.execute(

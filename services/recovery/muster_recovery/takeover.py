@@ -15,6 +15,7 @@ from muster_contracts import events as ev
 from muster_contracts.commands import ProcessSession, RunExecution
 from muster_runtime import eventstore, outbox, topics
 from muster_runtime.db import Pool
+from muster_runtime.unit_of_work import PostgresUnitOfWork
 
 log = logging.getLogger("muster.recovery")
 
@@ -27,7 +28,8 @@ SELECT expires_at > $2::timestamptz AS live FROM leases WHERE resource_id = $1::
 async def take_over_session(pool: Pool, session_id: UUID, now: datetime) -> bool:
     """A turn nobody runs: mark it RESUMING (clients keep seeing RUNNING) and re-issue its
     ProcessSession. False when a runner holds it again or the turn ended meanwhile."""
-    async with pool.acquire() as conn, conn.transaction():
+    async with PostgresUnitOfWork(pool) as uow:
+        conn = uow.conn
         row = await store.lock_session(conn, session_id)
         if row is None or row["phase"] not in store.RUNNING_PHASES:
             return False
@@ -53,7 +55,8 @@ async def take_over_session(pool: Pool, session_id: UUID, now: datetime) -> bool
 async def take_over_execution(pool: Pool, execution_id: UUID, now: datetime) -> bool:
     """A run nobody holds: mark it RECOVERING (once; a takeover that is itself lost is just
     re-issued) and send RunExecution for the same execution and child session."""
-    async with pool.acquire() as conn, conn.transaction():
+    async with PostgresUnitOfWork(pool) as uow:
+        conn = uow.conn
         # Lock order everywhere: child session, parent session, then the execution.
         execution = await conn.fetchrow("SELECT * FROM executions WHERE execution_id = $1", execution_id)
         if execution is None or execution["status"] not in OPEN_STATUSES:

@@ -13,6 +13,7 @@ from muster_contracts import events as ev
 from muster_contracts.commands import CancelExecution, RunExecution
 from muster_runtime import eventstore, leases, tracking
 from muster_runtime.db import Connection
+from muster_runtime.unit_of_work import PostgresUnitOfWork
 
 log = logging.getLogger("muster.worker")
 
@@ -33,7 +34,8 @@ async def run_execution(cmd: RunExecution, deps: WorkerDeps) -> None:
     key = cmd.execution_id
     if deps.runners.is_running(key):
         return
-    async with deps.loop.pool.acquire() as conn, conn.transaction():
+    async with PostgresUnitOfWork(deps.loop.pool) as uow:
+        conn = uow.conn
         if not await tracking.first_delivery(conn, CONSUMER, str(cmd.message_id)):
             return
         execution = await conn.fetchrow(

@@ -1,0 +1,176 @@
+"""One contract, two units of work: every test here runs against the in-memory
+implementation and against PostgreSQL (as the eventsourcing library tests its recorders).
+A decision appends with expected versions, sends commands, and either commits all of it
+or nothing; session locks serialise decisions on one session."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import AsyncIterator, Callable
+from typing import Any
+from uuid import UUID, uuid4
+
+import pytest
+from muster_contracts import events as ev
+from muster_contracts.commands import ProcessSession
+from muster_runtime import dispatch
+from muster_runtime.db import create_pool
+from muster_runtime.eventstore import ConcurrencyError
+from muster_runtime.memory_uow import MemoryStore
+from muster_runtime.unit_of_work import AbstractUnitOfWork, PostgresUnitOfWork
+
+from tests.databases import fresh_database_url
+
+Factory = Callable[[], AbstractUnitOfWork]
+
+
+class Harness:
+    """A factory of units of work plus a way to see what was sent after commit."""
+
+    def __init__(self, factory: Factory, sent: Callable[[], list[UUID]]) -> None:
+        self.uow = factory
+        self.sent = sent
+
+
+class Capture:
+    """Stands in for the Kafka producer behind `dispatch`: records what is published."""
+
+    def __init__(self) -> None:
+        self.values: list[bytes] = []
+
+    async def send(self, topic: str, value: bytes, key: bytes) -> asyncio.Future[None]:
+        self.values.append(value)
+        done: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        done.set_result(None)
+        return done
+
+
+@pytest.fixture(params=["memory", "postgres"])
+async def work(request: pytest.FixtureRequest, postgres_server_url: str) -> AsyncIterator[Harness]:
+    if request.param == "memory":
+        store = MemoryStore()
+        yield Harness(store.uow, lambda: [m.message_id for _, _, m in store.sent])
+        return
+    async with fresh_database_url(postgres_server_url, "uow") as url:
+        pool: Any = await create_pool(url)
+        capture = Capture()
+        dispatch.install(dispatch.Dispatcher(capture, pool))
+        try:
+
+            def sent() -> list[UUID]:
+                bodies = [json.loads(v) for v in capture.values]
+                return [UUID(b["message_id"]) for b in bodies if "message_id" in b]
+
+            yield Harness(lambda: PostgresUnitOfWork(pool), sent)
+        finally:
+            dispatch.install(None)
+            await pool.close()
+
+
+def created(session_id: UUID) -> ev.SessionCreated:
+    return ev.SessionCreated(session_id=session_id, user_id="u", root_session_id=session_id)
+
+
+def message(seq: int) -> ev.MessageRecorded:
+    return ev.MessageRecorded(message_id=uuid4(), seq=seq, role="USER", content=f"m{seq}")
+
+
+async def new_session(work: Harness) -> UUID:
+    session_id = uuid4()
+    async with work.uow() as uow:
+        await uow.append(str(session_id), [created(session_id)], expected_version=0)
+    return session_id
+
+
+async def test_committed_appends_are_read_back_in_order_with_versions(work: Harness) -> None:
+    sid = await new_session(work)
+    async with work.uow() as uow:
+        row = await uow.lock_session(sid)
+        assert row is not None and row["version"] == 1 and row["message_count"] == 0
+        await uow.append(str(sid), [message(1), message(2)], expected_version=row["version"])
+    async with work.uow() as uow:
+        stream = await uow.read_stream(str(sid))
+        row = await uow.lock_session(sid)
+    assert [s.stream_version for s in stream] == [1, 2, 3]
+    assert [s.type for s in stream] == ["SessionCreated", "MessageRecorded", "MessageRecorded"]
+    assert stream[0].position < stream[1].position < stream[2].position
+    assert row is not None and row["version"] == 3 and row["message_count"] == 2
+
+
+async def test_a_taken_version_loses_and_nothing_of_that_decision_remains(work: Harness) -> None:
+    sid = await new_session(work)
+    other = uuid4()
+    with pytest.raises(ConcurrencyError):
+        async with work.uow() as uow:
+            await uow.append(str(other), [created(other)], expected_version=0)
+            await uow.send("muster.commands", str(other), ProcessSession(session_id=other))
+            await uow.append(str(sid), [message(1)], expected_version=0)  # version 1 is taken
+    async with work.uow() as uow:
+        assert await uow.read_stream(str(other)) == []
+        assert len(await uow.read_stream(str(sid))) == 1
+        assert await uow.lock_session(other) is None
+    assert work.sent() == []
+
+
+async def test_an_exception_rolls_back_appends_sends_and_tracking(work: Harness) -> None:
+    sid = await new_session(work)
+    command = ProcessSession(session_id=sid)
+    with pytest.raises(RuntimeError):
+        async with work.uow() as uow:
+            assert await uow.first_delivery("c", str(command.message_id))
+            await uow.append(str(sid), [message(1)], expected_version=1)
+            await uow.send("muster.commands", str(sid), command)
+            raise RuntimeError("the decision failed")
+    async with work.uow() as uow:
+        assert len(await uow.read_stream(str(sid))) == 1
+        assert await uow.first_delivery("c", str(command.message_id))  # not kept by the rollback
+    assert work.sent() == []
+
+
+async def test_a_command_is_sent_once_after_commit(work: Harness) -> None:
+    sid = await new_session(work)
+    command = ProcessSession(session_id=sid)
+    async with work.uow() as uow:
+        await uow.send("muster.commands", str(sid), command)
+        assert command.message_id not in work.sent()  # not before the commit
+    await asyncio.sleep(0)  # the acknowledgement is awaited in the background
+    assert work.sent().count(command.message_id) == 1
+
+
+async def test_first_delivery_is_true_once_per_consumer(work: Harness) -> None:
+    async with work.uow() as uow:
+        assert await uow.first_delivery("harness", "m-1")
+        assert await uow.first_delivery("worker", "m-1")
+    async with work.uow() as uow:
+        assert not await uow.first_delivery("harness", "m-1")
+
+
+async def test_decisions_on_one_session_queue_behind_its_lock(work: Harness) -> None:
+    sid = await new_session(work)
+    order: list[str] = []
+    first_holds = asyncio.Event()
+    release_first = asyncio.Event()
+
+    async def first() -> None:
+        async with work.uow() as uow:
+            row = await uow.lock_session(sid)
+            assert row is not None
+            first_holds.set()
+            await release_first.wait()
+            await uow.append(str(sid), [message(1)], expected_version=row["version"])
+            order.append("first")
+
+    async def second() -> None:
+        await first_holds.wait()
+        async with work.uow() as uow:
+            row = await uow.lock_session(sid)  # waits for the first to commit
+            assert row is not None
+            order.append(f"second saw version {row['version']}")
+            await uow.append(str(sid), [message(2)], expected_version=row["version"])
+
+    tasks = [asyncio.create_task(first()), asyncio.create_task(second())]
+    await first_holds.wait()
+    release_first.set()
+    await asyncio.gather(*tasks)
+    assert order == ["first", "second saw version 2"]
