@@ -4,8 +4,8 @@ transaction. The step then ends; the barrier (recovery) resumes the parent."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from dataclasses import dataclass, field
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
 from typing import Any
 from uuid import NAMESPACE_URL, UUID, uuid4, uuid5
@@ -13,8 +13,8 @@ from uuid import NAMESPACE_URL, UUID, uuid4, uuid5
 import asyncpg
 from muster_contracts import events as ev
 from muster_contracts.commands import RunExecution
-from muster_runtime import eventstore, outbox, topics
-from muster_runtime.db import Connection, Pool
+from muster_runtime import topics
+from muster_runtime.db import Pool
 from muster_runtime.unit_of_work import PostgresUnitOfWork
 
 from muster_agent import session_store as store
@@ -42,33 +42,37 @@ class Delegator:
     # The deadline is fixed from this clock when the execution starts and never moves.
     clock: Callable[[], datetime] = field(default=lambda: datetime.now(UTC))
 
-    async def __call__(self, state: SessionState, calls: list[dict[str, Any]]) -> bool:
-        """Create every delegation of `calls` in one transaction; a refused one gets its
-        error as the TOOL result instead. False when the parent no longer runs here."""
+    async def __call__(
+        self, state: SessionState, calls: list[dict[str, Any]], lead: Sequence[store.Item] = ()
+    ) -> store.Recorded:
+        """Record `lead` (the round's ASSISTANT message, when it was just produced), then
+        create every delegation of `calls`, all in one transaction; a refused one gets its
+        error as the TOOL result instead."""
         async with PostgresUnitOfWork(self.pool) as uow:
             conn = uow.conn
             row, found = await store.lock_if_current(conn, state.session_id, state.message_count)
             if found != store.Lock.CURRENT:
-                return found == store.Lock.MOVED  # moved: reload and look again
-            parent_events: list[ev.DomainEvent] = []
-            seq = row["message_count"]
+                return store.Recorded(found == store.Lock.MOVED, None)  # moved: reload, look again
+            parent_events = store.message_items(lead, row["message_count"] + 1)
+            # The round's ASSISTANT message is the newest one, recorded just now or before.
+            round_state = store.advance(state, row["version"], parent_events)
+            seq = round_state.message_count
             for call in calls:
                 try:
                     if state.session_type == "SUBAGENT":
                         raise DelegationRefused("subagents cannot delegate")
                     if call["name"] == "delegate":
-                        parent_events += await self._delegate(conn, state, call)
+                        parent_events += await self._delegate(uow, round_state, call)
                     else:
-                        parent_events += await self._followup(conn, state, call)
+                        parent_events += await self._followup(uow, round_state, call)
                 except DelegationRefused as refused:
                     seq += 1
                     parent_events.append(
                         store.tool_message(call["id"], store.error_result(str(refused)))(seq)
                     )
-            await eventstore.append(
-                conn, str(state.session_id), parent_events, expected_version=row["version"]
-            )
-        return True
+            await uow.append(str(state.session_id), parent_events, expected_version=row["version"])
+        after = store.advance(replace(state, phase=row["phase"]), row["version"], parent_events)
+        return store.Recorded(True, after)
 
     def _agent_type(self, value: str) -> str:
         try:
@@ -78,7 +82,7 @@ class Delegator:
             raise DelegationRefused(f"unknown agent type {value!r}; available: {known}") from None
 
     async def _delegate(
-        self, conn: Connection, state: SessionState, call: dict[str, Any]
+        self, uow: PostgresUnitOfWork, state: SessionState, call: dict[str, Any]
     ) -> list[ev.DomainEvent]:
         agent_type, task = _text(call, "agent_type"), _text(call, "task")
         if not agent_type.strip() or not task.strip():
@@ -87,8 +91,7 @@ class Delegator:
         execution_id = execution_id_for(state.session_id, call["id"])
         child_id = uuid5(NAMESPACE, f"child:{execution_id}")
         task_message_id = uuid5(NAMESPACE, f"task:{execution_id}")
-        await eventstore.append(
-            conn,
+        await uow.append(
             str(child_id),
             [
                 ev.SessionCreated(
@@ -106,7 +109,7 @@ class Delegator:
             expected_version=0,
         )
         return await self._start_execution(
-            conn,
+            uow,
             state,
             call,
             execution_id=execution_id,
@@ -120,8 +123,9 @@ class Delegator:
         )
 
     async def _followup(
-        self, conn: Connection, state: SessionState, call: dict[str, Any]
+        self, uow: PostgresUnitOfWork, state: SessionState, call: dict[str, Any]
     ) -> list[ev.DomainEvent]:
+        conn = uow.conn
         child_ref, task = _text(call, "child_session_id").strip(), _text(call, "task")
         if not child_ref or not task.strip():
             raise DelegationRefused("delegate_followup requires non-empty 'child_session_id' and 'task'")
@@ -155,8 +159,7 @@ class Delegator:
         task_message_id = uuid4()
         # A child cancelled mid-round has open calls: they are answered before the new task.
         closing = await store.answer_open_calls(conn, child["session_id"], child["message_count"] + 1)
-        await eventstore.append(
-            conn,
+        await uow.append(
             str(child["session_id"]),
             [
                 *closing,
@@ -171,7 +174,7 @@ class Delegator:
             expected_version=child["version"],
         )
         return await self._start_execution(
-            conn,
+            uow,
             state,
             call,
             execution_id=execution_id_for(state.session_id, call["id"]),
@@ -186,7 +189,7 @@ class Delegator:
 
     async def _start_execution(
         self,
-        conn: Connection,
+        uow: PostgresUnitOfWork,
         state: SessionState,
         call: dict[str, Any],
         *,
@@ -201,8 +204,7 @@ class Delegator:
     ) -> list[ev.DomainEvent]:
         """The execution's stream and command; returns the events for the parent's stream."""
         round_message = next(m for m in reversed(state.messages) if m.role == "ASSISTANT")
-        await eventstore.append(
-            conn,
+        await uow.append(
             str(execution_id),
             [
                 ev.ExecutionStarted(
@@ -239,8 +241,7 @@ class Delegator:
         parent_events.append(
             ev.ExecutionStatusChanged(execution_id=execution_id, status="RUNNING", delivery_status="PENDING")
         )
-        await outbox.enqueue(
-            conn,
+        await uow.send(
             topics.DELEGATIONS,
             str(child_id),
             RunExecution(

@@ -12,6 +12,7 @@ from muster_runtime import eventstore
 from muster_runtime.db import Connection
 
 from muster_agent import session_store as store
+from muster_agent.barrier import settle_locked
 from muster_agent.history import StoredMessage, turn_finished
 from muster_agent.results import account
 from muster_agent.session_store import SessionState
@@ -19,6 +20,9 @@ from muster_agent.session_store import SessionState
 log = logging.getLogger("muster.executions")
 
 OPEN_STATUSES = ("RUNNING", "RECOVERING")
+OPEN_SIBLINGS = """
+SELECT true FROM executions WHERE parent_session_id = $1 AND status IN ('RUNNING', 'RECOVERING') LIMIT 1
+"""
 
 
 async def finish_execution(
@@ -81,6 +85,10 @@ async def finish_execution(
             state.session_id,
             "COMPLETED" if completed else "FAILED",
         )
+    if parent is not None and not await conn.fetchval(OPEN_SIBLINGS, parent["session_id"]):
+        # The last open child of the round: settle the barrier in this very transaction
+        # (ADR 0011). Recovery still reacts to the finished execution and finds it done.
+        await settle_locked(conn, parent)
 
 
 async def run_totals(

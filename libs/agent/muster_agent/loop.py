@@ -10,7 +10,7 @@ no further answer and a zombie runner records nothing.
 from __future__ import annotations
 
 import logging
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -32,9 +32,9 @@ from muster_agent.tools.schemas import DELEGATION_TOOL_NAMES, tool_schemas
 
 log = logging.getLogger("muster.loop")
 
-# The open delegation calls of a round are handed to this hook together; it records what
-# it needs and returns False when the session no longer runs here.
-ToolHook = Callable[[SessionState, list[dict[str, Any]]], Awaitable[bool]]
+# The open delegation calls of a round are handed to this hook together, with what must be
+# recorded first in the same transaction (the round's ASSISTANT message, when just produced).
+ToolHook = Callable[[SessionState, list[dict[str, Any]], Sequence[store.Item]], Awaitable[store.Recorded]]
 # Called inside the transaction that ends a turn (row locked), before it commits: the worker
 # records the execution's terminal status here, atomically with the final answer.
 CloseHook = Callable[
@@ -60,23 +60,36 @@ class StepOutcome:
     IDLE = "idle"  # the session no longer runs here: turn ended, cancelled or lost
 
 
+Step = tuple[str, SessionState | None]  # the outcome, and the state to go on with (None: reload)
+
+
 async def run_until_idle(deps: LoopDeps, session_id: UUID) -> str:
+    """Step until the turn ends or waits. The history is loaded once; each step carries the
+    state forward from its own records and reloads only when another writer moved first."""
+    state: SessionState | None = None
     while True:
         try:
-            outcome = await step(deps, session_id)
+            if state is None:
+                state = await store.load_state(deps.pool, session_id)
+            outcome, state = await step(deps, state)
         except TRANSIENT as exc:
             # Another writer won a race on this session: reload and decide again.
             log.info("step_retry session=%s reason=%s", session_id, type(exc).__name__)
+            state = None
             continue
         if outcome != StepOutcome.CONTINUE:
             return outcome
 
 
-async def step(deps: LoopDeps, session_id: UUID) -> str:
-    state = await store.load_state(deps.pool, session_id)
+async def step(deps: LoopDeps, state: SessionState | None) -> Step:
     if state is None or not state.running:
-        return StepOutcome.IDLE
-    tail = incomplete_tail(state.messages, state.started_tool_calls, DELEGATION_TOOL_NAMES)
+        return StepOutcome.IDLE, None
+    # Only a loaded history can hold a crash's tail: this runner's own records leave none.
+    tail = (
+        incomplete_tail(state.messages, state.started_tool_calls, DELEGATION_TOOL_NAMES)
+        if state.loaded
+        else []
+    )
     if tail or state.phase == "RESUMING":
         return await _resume(deps, state, tail)
     pending = pending_tool_calls(state.messages)
@@ -88,7 +101,7 @@ async def step(deps: LoopDeps, session_id: UUID) -> str:
     if actionable:
         return await _run_open_calls(deps, state, actionable)
     if pending:
-        return StepOutcome.WAITING
+        return StepOutcome.WAITING, None
     if turn_finished(state.messages):
         # The answer is recorded but the turn was never closed (crash): close it now.
         return await _close_turn(deps, state, [])
@@ -114,7 +127,7 @@ async def step(deps: LoopDeps, session_id: UUID) -> str:
     return await _record_reply(deps, state, reply)
 
 
-async def _resume(deps: LoopDeps, state: SessionState, tail: list[StoredMessage]) -> str:
+async def _resume(deps: LoopDeps, state: SessionState, tail: list[StoredMessage]) -> Step:
     """Before a session resumes after a crash: discard what the crash left half-written
     (the interrupted calls are never re-run) and leave RESUMING, in one transaction."""
     events: list[ev.DomainEvent] = []
@@ -124,11 +137,12 @@ async def _resume(deps: LoopDeps, state: SessionState, tail: list[StoredMessage]
         )
     if state.phase == "RESUMING":
         events.append(ev.SessionPhaseChanged(phase="RUNNING"))
-    if await store.record_items(deps.pool, state.session_id, state.message_count, events) is not None:
+    resumed = await store.record_items(deps.pool, state, events)
+    if resumed is not None:
         log.info(
             "session_resumed session=%s type=%s discarded=%d", state.session_id, state.session_type, len(tail)
         )
-    return StepOutcome.CONTINUE  # recorded, or someone moved first: look again either way
+    return StepOutcome.CONTINUE, resumed  # recorded, or someone moved first: look again
 
 
 def _rounds_this_turn(state: SessionState) -> int:
@@ -140,7 +154,7 @@ def _rounds_this_turn(state: SessionState) -> int:
     return count
 
 
-async def _record_reply(deps: LoopDeps, state: SessionState, reply: ModelReply) -> str:
+async def _record_reply(deps: LoopDeps, state: SessionState, reply: ModelReply) -> Step:
     calls = [ev.ToolCallSpec(id=c.id, name=c.name, arguments=c.arguments) for c in reply.tool_calls]
     usage = ev.TokenUsage(
         prompt_tokens=reply.usage.prompt_tokens, completion_tokens=reply.usage.completion_tokens
@@ -159,28 +173,37 @@ async def _record_reply(deps: LoopDeps, state: SessionState, reply: ModelReply) 
 
     if not calls:
         return await _close_turn(deps, state, [answer(state.message_count + 1)])
-    # The ASSISTANT message is recorded before any tool runs (with the first tool's start).
+    # The ASSISTANT message is recorded before any tool runs: with the first tool's start,
+    # or in the transaction that creates the round's delegations.
     open_calls = [call.model_dump() for call in calls]
+    if open_calls[0]["name"] in DELEGATION_TOOL_NAMES and deps.delegation is not None:
+        return _continued(await deps.delegation(state, _delegations(state, open_calls), [answer]))
     round_seq = state.message_count + 1  # `answer` is the first message recorded
-    ok = await run_local_calls(deps, state, message_id, round_seq, open_calls, lead=[answer])
-    return StepOutcome.CONTINUE if ok else StepOutcome.IDLE
+    after = await run_local_calls(deps, state, message_id, round_seq, open_calls, lead=[answer])
+    return (StepOutcome.CONTINUE, after) if after is not None else (StepOutcome.IDLE, None)
 
 
-async def _run_open_calls(deps: LoopDeps, state: SessionState, calls: list[dict[str, Any]]) -> str:
+def _delegations(state: SessionState, calls: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """All delegations still open in the round: created together, in one transaction."""
+    started = state.started_tool_calls
+    return [c for c in calls if c["name"] in DELEGATION_TOOL_NAMES and c["id"] not in started]
+
+
+def _continued(recorded: store.Recorded) -> Step:
+    return (StepOutcome.CONTINUE, recorded.state) if recorded.keep_going else (StepOutcome.IDLE, None)
+
+
+async def _run_open_calls(deps: LoopDeps, state: SessionState, calls: list[dict[str, Any]]) -> Step:
     round_ = next(m for m in reversed(state.messages) if m.role == "ASSISTANT")
     if calls[0]["name"] in DELEGATION_TOOL_NAMES and deps.delegation is not None:
-        # All delegations still open in this round are created in one transaction.
-        batch = [
-            c for c in calls if c["name"] in DELEGATION_TOOL_NAMES and c["id"] not in state.started_tool_calls
-        ]
-        return StepOutcome.CONTINUE if await deps.delegation(state, batch) else StepOutcome.IDLE
-    ok = await run_local_calls(deps, state, round_.message_id, round_.seq, calls, lead=[])
-    return StepOutcome.CONTINUE if ok else StepOutcome.IDLE
+        return _continued(await deps.delegation(state, _delegations(state, calls), ()))
+    after = await run_local_calls(deps, state, round_.message_id, round_.seq, calls, lead=[])
+    return (StepOutcome.CONTINUE, after) if after is not None else (StepOutcome.IDLE, None)
 
 
 async def _close_turn(
     deps: LoopDeps, state: SessionState, final: list[ev.DomainEvent], *, failure: str | None = None
-) -> str:
+) -> Step:
     """End the turn (COMPLETED, or FAILED with `failure`) and, in the same transaction,
     start the next one if a message was queued meanwhile."""
     phase = (
@@ -192,9 +215,10 @@ async def _close_turn(
         conn = uow.conn
         row, found = await store.lock_if_current(conn, state.session_id, state.message_count)
         if found != store.Lock.CURRENT:
-            return StepOutcome.CONTINUE if found == store.Lock.MOVED else StepOutcome.IDLE
+            return (StepOutcome.CONTINUE if found == store.Lock.MOVED else StepOutcome.IDLE), None
         if deps.on_close is not None:
             await deps.on_close(conn, state, final, phase)
         next_turn = await store.start_next_turn(conn, row, after=[*final, phase])
     log.info("turn_finished session=%s phase=%s next_turn=%s", state.session_id, phase.phase, next_turn)
-    return StepOutcome.CONTINUE if next_turn else StepOutcome.IDLE
+    # A next turn starts from a reload: its USER message was written by the gateway's input.
+    return (StepOutcome.CONTINUE if next_turn else StepOutcome.IDLE), None

@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import json
 from collections.abc import Awaitable, Callable, Sequence
-from dataclasses import dataclass
-from typing import Any
+from dataclasses import dataclass, replace
+from typing import Any, NamedTuple
 from uuid import UUID, uuid4
 
 import asyncpg
@@ -38,10 +38,54 @@ class SessionState:
     message_count: int
     messages: list[StoredMessage]
     started_tool_calls: frozenset[str]
+    # Loaded from the store (a crash may have left a tail to discard), rather than carried
+    # forward by this runner from its own records (`advance`), which leave none.
+    loaded: bool = True
 
     @property
     def running(self) -> bool:
         return self.phase in RUNNING_PHASES
+
+
+class Recorded(NamedTuple):
+    """A decision's outcome for the loop: go on (with `state`, or reload when None) or stop
+    (the session no longer runs here)."""
+
+    keep_going: bool
+    state: SessionState | None
+
+
+def advance(state: SessionState, version: int, events: Sequence[ev.DomainEvent]) -> SessionState:
+    """`state` after `events` were appended at `version` (the version the lock showed): what
+    a reload would return, without reading the history again (O(1) per step, not O(n))."""
+    messages = state.messages
+    started = state.started_tool_calls
+    phase = state.phase
+    count = state.message_count
+    for event in events:
+        if isinstance(event, ev.MessageRecorded):
+            calls = [call.model_dump(mode="json") for call in event.tool_calls] if event.tool_calls else None
+            message = StoredMessage(
+                event.message_id, event.seq, event.role, event.content, calls, event.tool_call_id
+            )
+            messages = [*messages, message]
+            count = max(count, event.seq)
+        elif isinstance(event, ev.ToolCallStarted):
+            started = started | {event.tool_call_id}
+        elif isinstance(event, ev.SessionPhaseChanged):
+            phase = event.phase
+        elif isinstance(event, ev.MessagesDiscarded):
+            gone = set(event.message_ids)
+            messages = [m for m in messages if m.message_id not in gone]
+    return replace(
+        state,
+        messages=messages,
+        started_tool_calls=started,
+        phase=phase,
+        message_count=count,
+        version=version + len(events),
+        loaded=False,
+    )
 
 
 async def lock_session(conn: Connection, session_id: UUID) -> Any:
@@ -115,24 +159,24 @@ async def lock_if_current(conn: Connection, session_id: UUID, expected_count: in
 
 async def record_if_current(
     pool: Pool,
-    session_id: UUID,
-    expected_count: int,
+    state: SessionState,
     events_for: EventsFor,
     *,
     before_append: BeforeAppend | None = None,
-) -> bool:
+) -> SessionState | None:
     """Append `events_for(next_seq)` only if the session still runs and nobody recorded a
-    message since the caller looked (`expected_count`). False means: drop your result."""
+    message since the caller looked (`state`). Returns the state after the append; None
+    means: drop your result."""
     async with PostgresUnitOfWork(pool) as uow:
         conn = uow.conn
-        row, found = await lock_if_current(conn, session_id, expected_count)
+        row, found = await lock_if_current(conn, state.session_id, state.message_count)
         if found != Lock.CURRENT:
-            return False
+            return None
         if before_append is not None:
             await before_append(conn)
         events = list(events_for(row["message_count"] + 1))
-        await eventstore.append(conn, str(session_id), events, expected_version=row["version"])
-        return True
+        await uow.append(str(state.session_id), events, expected_version=row["version"])
+    return advance(replace(state, phase=row["phase"]), row["version"], events)
 
 
 MessageAt = Callable[[int], ev.MessageRecorded]
@@ -154,24 +198,15 @@ def message_items(items: Sequence[Item], first_seq: int) -> list[ev.DomainEvent]
 
 async def record_items(
     pool: Pool,
-    session_id: UUID,
-    expected_count: int,
+    state: SessionState,
     items: Sequence[Item],
     *,
     before_append: BeforeAppend | None = None,
-) -> int | None:
-    """`record_if_current` for a list of events and message builders; returns the new
-    message count, or None when the caller must drop its result."""
-    recorded = await record_if_current(
-        pool,
-        session_id,
-        expected_count,
-        lambda seq: message_items(items, seq),
-        before_append=before_append,
+) -> SessionState | None:
+    """`record_if_current` for a list of events and message builders."""
+    return await record_if_current(
+        pool, state, lambda seq: message_items(items, seq), before_append=before_append
     )
-    if not recorded:
-        return None
-    return expected_count + sum(not isinstance(item, ev.DomainEvent) for item in items)
 
 
 def tool_message(tool_call_id: str, content: str) -> MessageAt:

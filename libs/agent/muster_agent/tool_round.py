@@ -37,10 +37,11 @@ async def run_local_calls(
     round_seq: int,
     calls: list[dict[str, Any]],
     lead: list[Item],
-) -> bool:
+) -> SessionState | None:
     """Record `lead`, then run `calls` up to the first delegation (which the caller hands
-    to the delegation hook). False when the session no longer runs here."""
-    count: int | None = state.message_count
+    to the delegation hook). Returns the state after the last record; None when the session
+    no longer runs here."""
+    current: SessionState | None = state
     carry = list(lead)
     workspace = Workspace(deps.workspaces / str(state.root_session_id))
     changes = ChangeRecorder(workspace, state, round_message_id, round_seq)
@@ -61,9 +62,9 @@ async def run_local_calls(
         carry.append(
             ev.ToolCallStarted(message_id=round_message_id, tool_call_id=call["id"], name=call["name"])
         )
-        count = await _record(deps, state, count, carry, changes)
-        if count is None:
-            return False
+        current = await _record(deps, current, carry, changes)
+        if current is None:
+            return None
         pending = await changes.before(call)
         outcome = await run_local_tool(workspace, call["name"], call["arguments"])
         log.info(
@@ -76,20 +77,18 @@ async def run_local_calls(
         change = await changes.after(call, outcome, pending)
         if change is not None:
             carry.append(change)
-    if carry:
-        count = await _record(deps, state, count, carry, changes)
-    return count is not None
+    if carry and current is not None:
+        current = await _record(deps, current, carry, changes)
+    return current
 
 
 async def _record(
-    deps: Any, state: SessionState, count: int | None, carry: list[Item], changes: ChangeRecorder
-) -> int | None:
+    deps: Any, state: SessionState | None, carry: list[Item], changes: ChangeRecorder
+) -> SessionState | None:
     """Record `carry` with the blobs of the file changes in it. When the session no longer
     runs here, the changes are recorded all the same: the files did change."""
-    assert count is not None
-    recorded = await store.record_items(
-        deps.pool, state.session_id, count, carry, before_append=changes.store
-    )
+    assert state is not None
+    recorded = await store.record_items(deps.pool, state, carry, before_append=changes.store)
     if recorded is None:
         unanswered = [item for item in carry if isinstance(item, ev.FileChanged)]
         await record_unanswered(deps.pool, state.session_id, unanswered, changes.blobs)

@@ -3,14 +3,16 @@
 from __future__ import annotations
 
 import logging
+from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import Any
 from uuid import UUID
 
 from muster_agent import session_store as store
 from muster_agent.loop import LoopDeps, StepOutcome, run_until_idle
 from muster_agent.runners import Runners
 from muster_contracts.commands import CancelSession, ProcessSession, ResumeSession
-from muster_runtime import leases, tracking
+from muster_runtime import leases
 from muster_runtime.unit_of_work import PostgresUnitOfWork
 
 log = logging.getLogger("muster.harness")
@@ -27,44 +29,53 @@ class HarnessDeps:
 
 async def process_session(cmd: ProcessSession | ResumeSession, deps: HarnessDeps) -> None:
     """Drive a session: start its next queued turn if idle, or take over a running turn
-    nobody holds. Safe to receive any number of times."""
+    nobody holds. Safe to receive any number of times. Claiming the command and the lease
+    and starting the turn are one transaction."""
     sid = cmd.session_id
     if deps.runners.is_running(sid):
         deps.runners.start(sid, lambda: drive(deps, sid))  # marks it to look again
         return
     async with PostgresUnitOfWork(deps.loop.pool) as uow:
-        conn = uow.conn
-        if not await tracking.first_delivery(conn, CONSUMER, str(cmd.message_id)):
+        if not await uow.first_delivery(CONSUMER, str(cmd.message_id)):
             return
-        row = await conn.fetchrow("SELECT session_type FROM sessions WHERE session_id = $1", sid)
+        row = await uow.lock_session(sid)
         if row is None:
             log.warning("command_for_unknown_session type=%s session=%s", cmd.type, sid)
             return
         if row["session_type"] == "SUBAGENT":
             return  # executions are the workers' job
-        if not await leases.try_acquire(conn, str(sid), deps.runners.owner, deps.lease_ttl_s):
+        if not await leases.try_acquire(uow.conn, str(sid), deps.runners.owner, deps.lease_ttl_s):
             return  # another live instance runs this session
-    deps.runners.start(sid, lambda: drive(deps, sid))
+        begun = await _begin_locked(uow, row)
+    if begun:
+        first = [True]
+
+        async def body() -> None:
+            # The first run starts from the turn begun above; a re-run (another command came
+            # while this one ran) looks at the session afresh.
+            await drive(deps, sid, begun=first.pop() if first else None)
+
+        deps.runners.start(sid, body)
 
 
-async def drive(deps: HarnessDeps, session_id: UUID) -> None:
-    """Run turns until the session is idle with nothing queued, or waits for children."""
-    while await _begin(deps, session_id):
-        if await run_until_idle(deps.loop, session_id) == StepOutcome.WAITING:
-            log.info("session_waiting_for_children session=%s", session_id)
-            return
+async def drive(deps: HarnessDeps, session_id: UUID, *, begun: bool | None = None) -> None:
+    """Run the session's turn until it ends (the next queued turn starts in the transaction
+    that ends one) or waits for children."""
+    if begun is None:
+        async with PostgresUnitOfWork(deps.loop.pool) as uow:
+            row = await uow.lock_session(session_id)
+            begun = row is not None and await _begin_locked(uow, row)
+    if begun and await run_until_idle(deps.loop, session_id) == StepOutcome.WAITING:
+        log.info("session_waiting_for_children session=%s", session_id)
 
 
-async def _begin(deps: HarnessDeps, session_id: UUID) -> bool:
-    async with PostgresUnitOfWork(deps.loop.pool) as uow:
-        conn = uow.conn
-        row = await store.lock_session(conn, session_id)
-        if row is None:
-            return False
-        if row["phase"] in store.RUNNING_PHASES:
-            log.info("session_loop_start session=%s phase=%s", session_id, row["phase"])
-            return True
-        return await store.start_next_turn(conn, row)
+async def _begin_locked(uow: PostgresUnitOfWork, row: Mapping[str, Any]) -> bool:
+    """With the session locked: True when a turn runs (already, or started now from the
+    oldest queued input)."""
+    if row["phase"] in store.RUNNING_PHASES:
+        log.info("session_loop_start session=%s phase=%s", row["session_id"], row["phase"])
+        return True
+    return await store.start_next_turn(uow.conn, row)
 
 
 async def cancel_session(cmd: CancelSession, deps: HarnessDeps) -> None:

@@ -8,14 +8,13 @@ from typing import Literal
 from uuid import UUID
 
 from muster_agent import session_store as store
+from muster_agent.barrier import settle
 from muster_agent.executions import OPEN_STATUSES, announce, run_totals
 from muster_contracts import events as ev
 from muster_contracts.commands import CancelExecution
 from muster_runtime import eventstore, outbox, topics
 from muster_runtime.db import Pool
 from muster_runtime.unit_of_work import PostgresUnitOfWork
-
-from muster_recovery.barrier import settle
 
 log = logging.getLogger("muster.recovery")
 

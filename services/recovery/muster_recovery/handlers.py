@@ -7,10 +7,10 @@ from __future__ import annotations
 import logging
 from uuid import UUID
 
+from muster_agent.barrier import has_undelivered, settle
 from muster_contracts.published import RecordedEvent
 from muster_runtime.db import Pool
 
-from muster_recovery.barrier import has_undelivered, settle
 from muster_recovery.cascade import cancel_children
 
 log = logging.getLogger("muster.recovery")
@@ -26,9 +26,11 @@ FROM executions e WHERE e.execution_id = $1
 async def on_event(event: RecordedEvent, pool: Pool) -> None:
     if event.type == "ExecutionFinished":
         # Only the last open sibling can complete the barrier; the others would take the
-        # parent's lock to find it still waiting. (The periodic scan settles anything missed.)
+        # parent's lock to find it still waiting. Its worker normally settled it already, in
+        # the transaction that finished it (ADR 0011): then nothing is undelivered. (The
+        # periodic scan settles anything missed.)
         row = await pool.fetchrow(OPEN_SIBLINGS, UUID(event.stream_id))
-        if row is not None and row["open"] == 0:
+        if row is not None and row["open"] == 0 and await has_undelivered(pool, row["parent_session_id"]):
             await settle(pool, row["parent_session_id"])
     elif event.type == "SessionPhaseChanged" and event.payload.get("phase") == "CANCELLED":
         await cancel_children(pool, UUID(event.stream_id))

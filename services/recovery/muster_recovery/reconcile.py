@@ -6,12 +6,12 @@ from __future__ import annotations
 import logging
 from datetime import datetime
 
+from muster_agent.barrier import settle
 from muster_contracts.commands import ProcessSession
 from muster_runtime import outbox, topics
 from muster_runtime.db import Pool
 from muster_runtime.unit_of_work import PostgresUnitOfWork
 
-from muster_recovery.barrier import settle
 from muster_recovery.cascade import cancel_children, stop_execution
 from muster_recovery.takeover import take_over_execution, take_over_session
 

@@ -33,7 +33,7 @@ async def test_a_followup_answers_the_open_calls_of_a_cancelled_child_first(pool
     await record(pool, parent, lambda seq: [assistant(seq, [followup])])
     state = await store.load_state(pool, parent)
     assert state is not None
-    assert await Delegator(pool, AgentRegistry.load(), 3600.0)(state, [followup])
+    assert (await Delegator(pool, AgentRegistry.load(), 3600.0)(state, [followup])).keep_going
     history = (await store.load_state(pool, child)).messages  # type: ignore[union-attr]
     assert [(m.role, m.tool_call_id) for m in history[-3:]] == [("ASSISTANT", None), ("TOOL", "cut"), ("USER", None)]
     assert "interrupted" in json.loads(history[-2].content)["error"]

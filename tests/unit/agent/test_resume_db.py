@@ -11,6 +11,7 @@ from uuid import UUID, uuid4
 
 import pytest
 from muster_agent import loop, tool_round
+from muster_agent import session_store as store
 from muster_agent.agents import AgentRegistry
 from muster_agent.loop import LoopDeps, run_until_idle
 from muster_agent.models.base import ModelReply, ModelRequest
@@ -122,7 +123,7 @@ async def test_a_round_with_a_delegation_is_never_discarded(pool: Pool, tmp_path
     await record(pool, sid, lambda seq: [
         assistant(seq, calls), ev.ToolCallStarted(message_id=uuid4(), tool_call_id="local", name="list_files"),
     ])
-    await loop.step(deps(pool, tmp_path, CountingModel()), sid)
+    await loop.step(deps(pool, tmp_path, CountingModel()), await store.load_state(pool, sid))
     after = await history(pool, sid)
     assert not any(m["discarded"] for m in after)
     (local,) = [m for m in after if m["tool_call_id"] == "local"]
@@ -144,7 +145,7 @@ async def test_an_orphan_tool_message_is_discarded(pool: Pool, tmp_path: Path) -
 async def test_resuming_turns_back_into_running_before_anything_else(pool: Pool, tmp_path: Path) -> None:
     sid = await session_with(pool, "hello")
     await record(pool, sid, lambda seq: [ev.SessionPhaseChanged(phase="RESUMING")])
-    await loop.step(deps(pool, tmp_path, CountingModel()), sid)
+    await loop.step(deps(pool, tmp_path, CountingModel()), await store.load_state(pool, sid))
     phases = await pool.fetch("SELECT payload->>'phase' AS phase FROM events WHERE stream_id = $1 "
                               "AND type = 'SessionPhaseChanged' ORDER BY position", str(sid))
     assert [p["phase"] for p in phases] == ["RUNNING", "RESUMING", "RUNNING"]

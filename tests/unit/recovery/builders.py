@@ -30,7 +30,7 @@ async def record(pool: Pool, sid: UUID, events: Callable[[int], list[ev.DomainEv
     """Append `events(next_seq)` to a session as its runner would."""
     state = await store.load_state(pool, sid)
     assert state is not None
-    assert await store.record_if_current(pool, sid, state.message_count, events)
+    assert await store.record_if_current(pool, state, events) is not None
 
 
 def assistant(seq: int, calls: list[dict[str, Any]], content: str = "") -> ev.MessageRecorded:
@@ -56,7 +56,7 @@ async def delegating_parent(
     delegator = Delegator(pool, AgentRegistry.load(), 3600.0, clock) if clock else Delegator(
         pool, AgentRegistry.load(), 3600.0
     )
-    assert await delegator(state, calls)
+    assert (await delegator(state, calls)).keep_going
     return parent, [execution_id_for(parent, c) for c in call_ids]
 
 

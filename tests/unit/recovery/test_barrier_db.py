@@ -9,8 +9,8 @@ import json
 from typing import Any
 
 from muster_agent import session_store as store
+from muster_agent.barrier import settle
 from muster_contracts import events as ev
-from muster_recovery.barrier import settle
 from muster_recovery.cascade import cancel_children, stop_execution
 from muster_runtime import eventstore
 from muster_runtime.db import Pool, create_pool

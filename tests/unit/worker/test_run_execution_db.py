@@ -12,15 +12,15 @@ from uuid import UUID, uuid4
 
 import pytest
 from muster_agent.agents import AgentRegistry
+from muster_agent.barrier import settle
 from muster_agent.delegation import execution_id_for
 from muster_agent.executions import finish_execution
 from muster_agent.loop import LoopDeps
-from muster_agent.models.base import ModelReply, ModelRequest
+from muster_agent.models.base import ModelReply, ModelRequest, Usage
 from muster_agent.models.scripted import ScriptedModel
 from muster_agent.runners import Runners
 from muster_contracts import events as ev
 from muster_contracts.commands import RunExecution
-from muster_recovery.barrier import settle
 from muster_runtime import eventstore
 from muster_runtime.db import Pool
 from muster_subagent_worker.handlers import WorkerDeps, run_execution
@@ -30,6 +30,7 @@ from tests.unit.recovery.builders import (
     delegate_call,
     delegating_parent,
     execution,
+    outbox_commands,
     record,
     running_session,
 )
@@ -66,7 +67,11 @@ async def test_a_recorded_final_answer_is_delivered_without_a_new_model_call(
     row = await execution(pool, eid)
     assert (row["status"], row["result"], row["final_message_id"]) == (
         "COMPLETED", "the original answer", answer.message_id)
-    assert await settle(pool, parent) == 1
+    # The worker settled the barrier in the transaction that finished the last child:
+    # delivered and resumed already, so recovery finds nothing left to do.
+    assert row["delivery_status"] == "DELIVERED"
+    assert len(await outbox_commands(pool, "ResumeSession", "session_id", parent)) == 1
+    assert await settle(pool, parent) == 0
     (tool,) = await pool.fetch("SELECT content FROM messages WHERE session_id = $1 AND role = 'TOOL'", parent)
     assert json.loads(tool["content"])["result"] == "the original answer"
 
@@ -92,3 +97,28 @@ async def test_an_execution_whose_child_phase_was_never_set_still_runs(pool: Poo
     row = await execution(pool, eid)
     assert (row["status"], row["result"]) == ("COMPLETED", "ok")
     assert await pool.fetchval("SELECT phase FROM sessions WHERE session_id = $1", child) == "COMPLETED"
+
+
+class Answers:
+    """A model that answers at once, without tool calls."""
+
+    async def complete(self, request: ModelRequest) -> ModelReply:
+        return ModelReply(content="child answer", tool_calls=(), usage=Usage())
+
+
+async def test_the_last_child_to_finish_settles_the_barrier_in_its_own_transaction(
+    pool: Pool, tmp_path: Path
+) -> None:
+    parent, (first, second) = await delegating_parent(pool, ["a", "b"])
+    await run(pool, tmp_path, first, Answers())
+    assert (await execution(pool, first))["delivery_status"] == "PENDING"  # a sibling still runs
+    assert await outbox_commands(pool, "ResumeSession", "session_id", parent) == []
+    await run(pool, tmp_path, second, Answers())
+    rows = [await execution(pool, eid) for eid in (first, second)]
+    assert [(r["status"], r["delivery_status"]) for r in rows] == [("COMPLETED", "DELIVERED")] * 2
+    tools = await pool.fetch(
+        "SELECT tool_call_id FROM messages WHERE session_id = $1 AND role = 'TOOL' ORDER BY seq", parent
+    )
+    assert [t["tool_call_id"] for t in tools] == ["a", "b"]  # in tool-call order
+    assert len(await outbox_commands(pool, "ResumeSession", "session_id", parent)) == 1
+    assert await settle(pool, parent) == 0  # recovery, reacting afterwards, finds it done

@@ -1,7 +1,12 @@
 """The barrier: once every tool call of a parent's round has a result or a terminal
 execution, record the executions' TOOL results in tool-call order, mark them DELIVERED and
 resume the parent — one transaction, so it happens exactly once. A parent that no longer
-runs (cancelled, ended) gets SUPPRESSED instead and is not resumed."""
+runs (cancelled, ended) gets SUPPRESSED instead and is not resumed.
+
+Two callers settle it (ADR 0011): the worker, in the transaction that finishes the last
+open child of a round (the fast path), and the recovery service, which reacts to every
+finished execution and reconciles what a crash left behind. Both lock the parent's row
+first, so whichever comes second finds nothing left to do."""
 
 from __future__ import annotations
 
@@ -9,16 +14,17 @@ import logging
 from typing import Any, Literal
 from uuid import UUID, uuid4
 
-from muster_agent import session_store as store
-from muster_agent.history import pending_tool_calls
-from muster_agent.results import execution_result
 from muster_contracts import events as ev
 from muster_contracts.commands import ResumeSession
 from muster_runtime import eventstore, outbox, topics
 from muster_runtime.db import Connection, Pool
 from muster_runtime.unit_of_work import PostgresUnitOfWork
 
-log = logging.getLogger("muster.recovery")
+from muster_agent import session_store as store
+from muster_agent.history import pending_tool_calls
+from muster_agent.results import execution_result
+
+log = logging.getLogger("muster.barrier")
 
 TERMINAL = ("COMPLETED", "FAILED", "CANCELLED")
 
@@ -37,34 +43,39 @@ async def has_undelivered(pool: Pool, parent_session_id: UUID) -> bool:
 async def settle(pool: Pool, parent_session_id: UUID) -> int:
     """Deliver or suppress what is due for this parent; returns how many were settled."""
     async with PostgresUnitOfWork(pool) as uow:
-        conn = uow.conn
-        parent = await store.lock_session(conn, parent_session_id)
+        parent = await store.lock_session(uow.conn, parent_session_id)
         if parent is None:
             return 0
-        undelivered = await conn.fetch(
-            """SELECT * FROM executions WHERE parent_session_id = $1 AND delivery_status = 'PENDING'
-               ORDER BY started_at FOR UPDATE""",
-            parent_session_id,
-        )
-        if not undelivered:
-            return 0
-        if parent["phase"] not in store.RUNNING_PHASES:
-            return await _suppress(conn, parent, [e for e in undelivered if e["status"] in TERMINAL])
-        state = await store.load_state(conn, parent_session_id)
-        assert state is not None
-        pending = pending_tool_calls(state.messages)
-        by_call = {e["parent_tool_call_id"]: e for e in undelivered}
-        # Executions of an earlier round whose calls were answered otherwise (interrupted):
-        # their result can no longer reach the model.
-        stale = [e for e in undelivered if e["parent_tool_call_id"] not in {c["id"] for c in pending}]
-        settled = await _suppress(conn, parent, [e for e in stale if e["status"] in TERMINAL])
-        if not pending or any(call["id"] not in by_call for call in pending):
-            return settled  # a local tool of this round is still running
-        waiting = [by_call[c["id"]] for c in pending if by_call[c["id"]]["status"] not in TERMINAL]
-        if waiting:
-            log.info("parent_recovery_wait parent=%s open_executions=%d", parent_session_id, len(waiting))
-            return settled
-        return settled + await _deliver(conn, parent, [by_call[c["id"]] for c in pending])
+        return await settle_locked(uow.conn, parent)
+
+
+async def settle_locked(conn: Connection, parent: Any) -> int:
+    """`settle` inside the caller's transaction, the parent's row locked by the caller."""
+    parent_session_id = parent["session_id"]
+    undelivered = await conn.fetch(
+        """SELECT * FROM executions WHERE parent_session_id = $1 AND delivery_status = 'PENDING'
+           ORDER BY started_at FOR UPDATE""",
+        parent_session_id,
+    )
+    if not undelivered:
+        return 0
+    if parent["phase"] not in store.RUNNING_PHASES:
+        return await _suppress(conn, parent, [e for e in undelivered if e["status"] in TERMINAL])
+    state = await store.load_state(conn, parent_session_id)
+    assert state is not None
+    pending = pending_tool_calls(state.messages)
+    by_call = {e["parent_tool_call_id"]: e for e in undelivered}
+    # Executions of an earlier round whose calls were answered otherwise (interrupted):
+    # their result can no longer reach the model.
+    stale = [e for e in undelivered if e["parent_tool_call_id"] not in {c["id"] for c in pending}]
+    settled = await _suppress(conn, parent, [e for e in stale if e["status"] in TERMINAL])
+    if not pending or any(call["id"] not in by_call for call in pending):
+        return settled  # a local tool of this round is still running
+    waiting = [by_call[c["id"]] for c in pending if by_call[c["id"]]["status"] not in TERMINAL]
+    if waiting:
+        log.info("parent_recovery_wait parent=%s open_executions=%d", parent_session_id, len(waiting))
+        return settled
+    return settled + await _deliver(conn, parent, [by_call[c["id"]] for c in pending])
 
 
 async def _deliver(conn: Connection, parent: Any, executions: list[Any]) -> int:
