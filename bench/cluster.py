@@ -8,11 +8,16 @@ import subprocess
 import tempfile
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import psutil
 
 ROOT = Path(__file__).resolve().parents[1]
+SERVICES = ("gateway", "harness", "subagent-worker", "recovery")
+ROLES = (*SERVICES, "tansu", "postgres", "launcher")
+# The launcher honours MUSTER_<SERVICE>_INSTANCES; these are the ones the bench can scale.
+INSTANCE_ENV = {"harness": "MUSTER_HARNESS_INSTANCES", "subagent-worker": "MUSTER_SUBAGENT_WORKER_INSTANCES"}
 
 
 def free_port() -> int:
@@ -22,11 +27,14 @@ def free_port() -> int:
 
 
 class BenchCluster:
-    def __init__(self, token: str = "bench-token") -> None:
+    def __init__(self, token: str = "bench-token", instances: dict[str, int] | None = None) -> None:
+        """`instances` ({"harness": 2, "subagent-worker": 2}) overrides the environment's
+        MUSTER_*_INSTANCES; without it they pass through from the caller's environment."""
         self.token = token
         self.data_dir = Path(tempfile.mkdtemp(prefix="muster-bench-"))
         self.ready: dict[str, str] = {}
         self.proc: subprocess.Popen[str] | None = None
+        self.env_overrides = {INSTANCE_ENV[role]: str(n) for role, n in (instances or {}).items()}
 
     def __enter__(self) -> BenchCluster:
         env = dict(
@@ -36,7 +44,9 @@ class BenchCluster:
             MUSTER_TOKENS=f"{self.token}=bench",
             MUSTER_LOG_LEVEL=os.environ.get("MUSTER_LOG_LEVEL", "WARNING"),
             PYTHONUNBUFFERED="1",
+            **self.env_overrides,
         )
+        self.env = env
         self.proc = subprocess.Popen(
             [str(ROOT / ".venv/bin/muster"), "run"],
             cwd=ROOT,
@@ -61,9 +71,14 @@ class BenchCluster:
             log.close()
 
         threading.Thread(target=read, daemon=True).start()
-        if not ready.wait(180):
-            self.__exit__()
-            raise RuntimeError(f"muster run not ready; see {self.data_dir / 'launcher.log'}")
+        deadline = time.monotonic() + 180
+        while not ready.wait(0.5):
+            if self.proc.poll() is not None or time.monotonic() > deadline:
+                self.__exit__()
+                why = (
+                    f"exited {self.proc.returncode}" if self.proc.poll() is not None else "not ready in 180 s"
+                )
+                raise RuntimeError(f"muster run {why}; see {self.data_dir / 'launcher.log'}")
         return self
 
     def __exit__(self, *_: object) -> None:
@@ -78,35 +93,54 @@ class BenchCluster:
     def ws_url(self) -> str:
         return self.ready["gateway"].replace("http://", "ws://") + "/v1/ws"
 
+    def configured_instances(self) -> dict[str, int]:
+        """Instance counts the launcher was asked for (MUSTER_*_INSTANCES, default 1)."""
+        return {role: int(self.env.get(key, "1") or "1") for role, key in INSTANCE_ENV.items()}
+
     def processes(self) -> dict[str, list[psutil.Process]]:
         """Supervised children by role; postgres includes its backends."""
         assert self.proc is not None
         roles: dict[str, list[psutil.Process]] = {}
         for child in psutil.Process(self.proc.pid).children():
-            names = " ".join(os.path.basename(a) for a in child.cmdline()[:2])
-            for role in ("gateway", "harness", "subagent-worker", "recovery", "tansu", "postgres"):
+            try:
+                names = " ".join(os.path.basename(a) for a in child.cmdline()[:2])
+            except psutil.Error:
+                continue
+            for role in ROLES[:-1]:
                 if role in names:
                     roles.setdefault(role, []).append(child)
         roles["launcher"] = [psutil.Process(self.proc.pid)]
         return roles
 
+    def instance_counts(self) -> dict[str, int]:
+        """Running processes per service, as found now."""
+        procs = self.processes()
+        return {role: len(procs.get(role, [])) for role in SERVICES}
+
     def cpu_seconds(self) -> dict[str, float]:
+        """User+system CPU seconds so far, per role. PostgreSQL counts its live backends and,
+        through the postmaster's children times, the backends that already exited."""
         totals: dict[str, float] = {}
         for role, procs in self.processes().items():
             total = 0.0
             for proc in procs:
-                family = [proc] + (proc.children(recursive=True) if role == "postgres" else [])
+                try:
+                    family = [proc] + (proc.children(recursive=True) if role == "postgres" else [])
+                except psutil.Error:
+                    family = [proc]
                 for member in family:
                     try:
                         times = member.cpu_times()
-                        total += times.user + times.system
-                    except psutil.NoSuchProcess:
-                        pass
+                    except psutil.Error:
+                        continue
+                    total += times.user + times.system
+                    if role == "postgres" and member is proc:
+                        total += times.children_user + times.children_system
             totals[role] = total
         return totals
 
 
-def wait_until(predicate, timeout: float = 30.0) -> None:  # type: ignore[no-untyped-def]
+def wait_until(predicate: Callable[[], bool], timeout: float = 30.0) -> None:
     deadline = time.monotonic() + timeout
     while not predicate():
         if time.monotonic() > deadline:

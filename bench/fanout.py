@@ -1,9 +1,11 @@
-"""`make bench`: the K-way fan-out workload against a real local cluster.
+"""`make bench`: the K-way fan-out workload on a local cluster, and the figures around it.
 
 N parent sessions; each parent turn delegates K children in one step and answers once they
-deliver; each child makes one write_file call and answers (scripted model, no delay).
-C parents are in flight at once. Reported next to the raw floors measured in the same run
-(Kafka round trip, PostgreSQL commit), so overhead reads as a ratio.
+deliver; each child makes one write_file call and answers (scripted model, no delay). C parents
+are in flight at once (bench/workload.py). One cluster serves, in order: a warm-up; R passes of
+(the raw floors — Kafka round trip, PostgreSQL commit — then one run per C), reported as
+medians; the step-cost micro benchmark (bench/step_cost.py); the idle cluster's CPU; `muster
+rebuild --check` speed; and, given the peers' results, muster next to LangGraph and Celery.
 """
 
 from __future__ import annotations
@@ -11,139 +13,132 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
-import statistics
+import os
+import platform
 import time
+from pathlib import Path
 from typing import Any
 
-import websockets
-
+from bench import peers, report, step_cost
 from bench.cluster import ROOT, BenchCluster
+from bench.cpu import idle_cpu
 from bench.floors import kafka_round_trip_ms, p50, postgres_commit_ms
+from bench.rebuild import rebuild_check
+from bench.stats import median_of, median_runs
+from bench.workload import workload
 
 
-def child_script(tag: str, i: int) -> str:
-    step = {"tool_calls": [{"name": "write_file", "arguments": {"path": f"{tag}/c{i}.txt", "content": "x"}}]}
-    return "#script " + json.dumps({"steps": [step, {"content": f"child {i} done"}]})
+def with_floor_ratios(run: dict[str, Any], floors: dict[str, float]) -> dict[str, Any]:
+    run["p50_over_kafka_rtt"] = round(run["latency_ms"]["p50"] / floors["kafka_rtt_ms_p50"], 1)
+    run["p50_over_pg_commit"] = round(run["latency_ms"]["p50"] / floors["pg_commit_ms_p50"], 1)
+    return run
 
 
-def parent_script(k: int, tag: str) -> str:
-    calls = [
-        {"name": "delegate", "arguments": {"agent_type": "coder", "task": child_script(tag, i)}}
-        for i in range(k)
-    ]
-    return "#script " + json.dumps({"steps": [{"tool_calls": calls}, {"content": "parent done"}]})
+async def one_pass(cluster: BenchCluster, args: argparse.Namespace, index: int) -> dict[str, Any]:
+    rtt = await kafka_round_trip_ms(cluster.ready["kafka"])
+    commit = await postgres_commit_ms(cluster.ready["database"])
+    floors = {"kafka_rtt_ms_p50": round(p50(rtt), 3), "pg_commit_ms_p50": round(p50(commit), 3)}
+    runs = []
+    for c in args.concurrency:
+        print(f"pass {index + 1}/{args.repeat}: N={args.n} K={args.k} C={c} ...", flush=True)
+        run = await workload(cluster, args.n, args.k, c, f"p{index}-c{c}")
+        runs.append(with_floor_ratios(run, floors))
+        print(f"  {run['turns_per_s']} turns/s, p50 {run['latency_ms']['p50']} ms", flush=True)
+    return {"floors": floors, "runs": runs}
 
 
-async def one_turn(ws: Any, k: int, tag: str) -> float:
-    started = time.perf_counter()
-    await ws.send(
-        json.dumps({"type": "create_session", "id": tag, "data": {"content": parent_script(k, tag)}})
-    )
-    session_id = None
-    async for raw in ws:
-        frame = json.loads(raw)
-        if frame.get("id") == tag:
-            if frame["type"] != "ack":
-                raise RuntimeError(frame)
-            session_id = frame["data"]["sessionId"]
-        elif frame.get("type") == "session_status" and frame.get("sessionId") == session_id:
-            phase = frame["data"]["phase"]
-            if phase in ("COMPLETED", "FAILED", "CANCELLED"):
-                if phase != "COMPLETED":
-                    raise RuntimeError(f"turn ended {phase}")
-                return (time.perf_counter() - started) * 1000
-    raise RuntimeError("socket closed")
+def above_idle(run: dict[str, Any], idle_pct: float) -> float:
+    """CPU ms per turn beyond what the cluster burns anyway (its idle rate over the run's wall)."""
+    idle_ms = idle_pct / 100 * float(run["wall_s"]) * 1000
+    return round(float(run["cpu_ms_per_turn_total"]) - idle_ms / int(run["n"]), 2)
 
 
-async def workload(cluster: BenchCluster, n: int, k: int, c: int, label: str) -> dict[str, Any]:
-    queue: asyncio.Queue[int] = asyncio.Queue()
-    for i in range(n):
-        queue.put_nowait(i)
-    latencies: list[float] = []
-
-    async def client() -> None:
-        async with websockets.connect(f"{cluster.ws_url}?token={cluster.token}", max_size=None) as ws:
-            while not queue.empty():
-                i = queue.get_nowait()
-                latencies.append(await one_turn(ws, k, f"{label}-{i}"))
-
-    cpu_before = cluster.cpu_seconds()
-    started = time.perf_counter()
-    await asyncio.gather(*(client() for _ in range(c)))
-    wall = time.perf_counter() - started
-    cpu_after = cluster.cpu_seconds()
-    q = statistics.quantiles(latencies, n=100)
-    return {
-        "n": n,
-        "k": k,
-        "c": c,
-        "wall_s": round(wall, 3),
-        "turns_per_s": round(n / wall, 2),
-        "children_per_s": round(n * k / wall, 2),
-        "latency_ms": {"p50": round(p50(latencies), 1), "p95": round(q[94], 1), "p99": round(q[98], 1)},
-        "cpu_s_per_turn": {
-            role: round((cpu_after.get(role, 0) - cpu_before.get(role, 0)) / n, 4)
-            for role in sorted(cpu_after)
-        },
-    }
+def parse_instances(value: str) -> dict[str, int]:
+    try:
+        harness, worker = (int(part) for part in value.split(","))
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            "expected H,W (harness and subagent-worker instances), e.g. 2,2"
+        ) from None
+    if not (1 <= harness <= 16 and 1 <= worker <= 16):
+        raise argparse.ArgumentTypeError("instances must be between 1 and 16")
+    return {"harness": harness, "subagent-worker": worker}
 
 
-def table(report: dict[str, Any]) -> str:
-    floors = report["floors"]
-    lines = [
-        f"floors: kafka round trip p50 {floors['kafka_rtt_ms_p50']:.2f} ms, postgres commit p50 "
-        f"{floors['pg_commit_ms_p50']:.2f} ms",
-        f"{'C':>3} {'N':>5} {'K':>2} {'turns/s':>8} {'children/s':>10} {'p50 ms':>8} {'p95 ms':>8} {'p99 ms':>8}"
-        f" {'p50/kafka':>9} {'p50/pg':>7}",
-    ]
-    for run in report["runs"]:
-        lat = run["latency_ms"]
-        lines.append(
-            f"{run['c']:>3} {run['n']:>5} {run['k']:>2} {run['turns_per_s']:>8} {run['children_per_s']:>10} "
-            f"{lat['p50']:>8} {lat['p95']:>8} {lat['p99']:>8} {run['p50_over_kafka_rtt']:>9} {run['p50_over_pg_commit']:>7}"
-        )
-    lines.append(
-        "CPU seconds per turn: "
-        + "; ".join(
-            f"C={run['c']}: " + ", ".join(f"{role} {sec}" for role, sec in run["cpu_s_per_turn"].items())
-            for run in report["runs"]
-        )
-    )
-    return "\n".join(lines)
-
-
-async def main(args: argparse.Namespace) -> None:
-    with BenchCluster() as cluster:
+async def main(args: argparse.Namespace) -> dict[str, Any]:
+    peers_dir = peers.resolve(args.peers)  # fail before a long run, not after it
+    with BenchCluster(instances=args.instances) as cluster:
         print(f"cluster up: {cluster.ready['gateway']} (data {cluster.data_dir})", flush=True)
         await workload(cluster, max(4, args.c // 2), args.k, min(args.c, 4), "warmup")
-        rtt = await kafka_round_trip_ms(cluster.ready["kafka"])
-        commit = await postgres_commit_ms(cluster.ready["database"])
-        floors = {"kafka_rtt_ms_p50": round(p50(rtt), 3), "pg_commit_ms_p50": round(p50(commit), 3)}
-        runs = []
-        for c in args.concurrency:
-            print(f"running N={args.n} K={args.k} C={c} ...", flush=True)
-            run = await workload(cluster, args.n, args.k, c, f"c{c}")
-            run["p50_over_kafka_rtt"] = round(run["latency_ms"]["p50"] / floors["kafka_rtt_ms_p50"], 1)
-            run["p50_over_pg_commit"] = round(run["latency_ms"]["p50"] / floors["pg_commit_ms_p50"], 1)
-            runs.append(run)
-    report = {
-        "workload": "fanout",
-        "floors": floors,
-        "runs": runs,
-        "time": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-    }
-    print(table(report))
-    out = ROOT / "bench-results"
-    out.mkdir(exist_ok=True)
-    path = out / f"fanout-{int(time.time())}.json"
-    path.write_text(json.dumps(report, indent=2))
-    print(f"wrote {path}")
+        instances = {"configured": cluster.configured_instances(), "running": cluster.instance_counts()}
+        passes = [await one_pass(cluster, args, i) for i in range(args.repeat)]
+        floors = median_of([p["floors"] for p in passes])
+        runs = [with_floor_ratios(run, floors) for run in median_runs([p["runs"] for p in passes])]
+        result: dict[str, Any] = {
+            "workload": {"name": "fanout", "n": args.n, "k": args.k, "concurrency": args.concurrency},
+            "repeat": args.repeat,
+            "instances": instances,
+            "floors": floors,
+            "runs": runs,  # peers/table.py reads runs[].c, turns_per_s, latency_ms.p50, cpu_s_per_turn
+            "passes": passes,
+        }
+        if args.step_messages > 0:
+            print(f"step cost: building a {args.step_messages}-message session ...", flush=True)
+            result["step_cost"] = await step_cost.measure(cluster, args.step_messages)
+        if args.idle_s > 0:
+            print(f"idle: {args.idle_s:.0f} s without traffic ...", flush=True)
+            result["idle"] = await idle_cpu(cluster, args.idle_s)
+            for run in runs:
+                run["cpu_ms_per_turn_above_idle"] = above_idle(run, result["idle"]["cpu_pct_total"])
+        print("muster rebuild --check ...", flush=True)
+        result["rebuild"] = await rebuild_check(cluster)
+    if peers_dir is not None:
+        result["peers"] = peers.compare(peers_dir, runs, floors)
+    result["machine"] = {"cpu_count": os.cpu_count(), "platform": platform.platform()}
+    result["time"] = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+    return result
+
+
+def cli() -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
+    parser.add_argument("--n", type=int, default=200, help="parent turns per run")
+    parser.add_argument("--k", type=int, default=4, help="children per parent turn")
+    parser.add_argument("--concurrency", type=int, nargs="+", default=[16, 1], help="C values, one run each")
+    parser.add_argument("--c", type=int, default=16, help="warm-up concurrency")
+    parser.add_argument(
+        "--repeat", type=int, default=3, help="passes over the same cluster; medians reported"
+    )
+    parser.add_argument(
+        "--idle-s", type=float, default=30.0, help="seconds of idle CPU measurement (0: skip)"
+    )
+    parser.add_argument(
+        "--step-messages", type=int, default=2000, help="big session of the step-cost bench (0: skip)"
+    )
+    parser.add_argument(
+        "--instances",
+        type=parse_instances,
+        default=None,
+        metavar="H,W",
+        help="harness and subagent-worker instances (default: MUSTER_*_INSTANCES, else 1)",
+    )
+    parser.add_argument(
+        "--peers",
+        default=None,
+        metavar="DIR|latest",
+        help="compare with ../shared/peers/run.sh results (default: $MUSTER_PEERS_OUT)",
+    )
+    parser.add_argument("--out", type=Path, default=ROOT / "bench-results", help="where the JSON report goes")
+    args = parser.parse_args()
+    if args.repeat < 1:
+        parser.error("--repeat must be at least 1")
+    return args
 
 
 if __name__ == "__main__":
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
-    parser.add_argument("--n", type=int, default=200)
-    parser.add_argument("--k", type=int, default=4)
-    parser.add_argument("--concurrency", type=int, nargs="+", default=[16, 1])
-    parser.add_argument("--c", type=int, default=16, help="warm-up concurrency")
-    asyncio.run(main(parser.parse_args()))
+    arguments = cli()
+    final = asyncio.run(main(arguments))
+    print(report.table(final))
+    arguments.out.mkdir(parents=True, exist_ok=True)
+    path = arguments.out / f"fanout-{int(time.time())}.json"
+    path.write_text(json.dumps(final, indent=2))
+    print(f"wrote {path}")
