@@ -43,10 +43,11 @@ async def has_undelivered(pool: Pool, parent_session_id: UUID) -> bool:
 async def settle(pool: Pool, parent_session_id: UUID) -> int:
     """Deliver or suppress what is due for this parent; returns how many were settled."""
     async with PostgresUnitOfWork(pool) as uow:
-        parent = await store.lock_session(uow.conn, parent_session_id)
+        conn = await uow.connection()
+        parent = await store.lock_session(conn, parent_session_id)
         if parent is None:
             return 0
-        return await settle_locked(uow.conn, parent)
+        return await settle_locked(conn, parent)
 
 
 async def settle_locked(conn: Connection, parent: Any) -> int:

@@ -49,7 +49,7 @@ class Delegator:
         create every delegation of `calls`, all in one transaction; a refused one gets its
         error as the TOOL result instead."""
         async with PostgresUnitOfWork(self.pool) as uow:
-            conn = uow.conn
+            conn = await uow.connection()
             row, found = await store.lock_if_current(conn, state.session_id, state.message_count)
             if found != store.Lock.CURRENT:
                 return store.Recorded(found == store.Lock.MOVED, None)  # moved: reload, look again
@@ -125,7 +125,7 @@ class Delegator:
     async def _followup(
         self, uow: PostgresUnitOfWork, state: SessionState, call: dict[str, Any]
     ) -> list[ev.DomainEvent]:
-        conn = uow.conn
+        conn = await uow.connection()
         child_ref, task = _text(call, "child_session_id").strip(), _text(call, "task")
         if not child_ref or not task.strip():
             raise DelegationRefused("delegate_followup requires non-empty 'child_session_id' and 'task'")

@@ -112,10 +112,6 @@ class ChangeRecorder:
         self.blobs[digest] = content
         return digest
 
-    async def store(self, conn: Connection) -> None:
-        """Inside the recording transaction: the kept blobs, each stored once."""
-        await store_blobs(conn, self.blobs)
-
 
 async def store_blobs(conn: Connection, blobs: Mapping[str, str]) -> None:
     if not blobs:
@@ -140,7 +136,7 @@ async def record_unanswered(
     if not changes:
         return
     async with PostgresUnitOfWork(pool) as uow:
-        conn = uow.conn
+        conn = await uow.connection()
         row = await lock_session(conn, session_id)
         if row is None:
             return

@@ -212,7 +212,7 @@ async def _close_turn(
         else ev.SessionPhaseChanged(phase="COMPLETED")
     )
     async with PostgresUnitOfWork(deps.pool) as uow:
-        conn = uow.conn
+        conn = await uow.connection()
         row, found = await store.lock_if_current(conn, state.session_id, state.message_count)
         if found != store.Lock.CURRENT:
             return (StepOutcome.CONTINUE if found == store.Lock.MOVED else StepOutcome.IDLE), None

@@ -8,7 +8,7 @@ decision half-way.
 from __future__ import annotations
 
 import json
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from typing import Any, NamedTuple
 from uuid import UUID, uuid4
@@ -134,8 +134,6 @@ async def load_state(conn: Connection | Pool, session_id: UUID) -> SessionState 
 
 
 EventsFor = Callable[[int], Sequence[ev.DomainEvent]]
-# Extra writes that must commit with the events (file-change blobs), run before the append.
-BeforeAppend = Callable[[Connection], Awaitable[None]]
 
 
 class Lock:
@@ -162,21 +160,17 @@ async def record_if_current(
     state: SessionState,
     events_for: EventsFor,
     *,
-    before_append: BeforeAppend | None = None,
+    blobs: dict[str, str] | None = None,
 ) -> SessionState | None:
     """Append `events_for(next_seq)` only if the session still runs and nobody recorded a
-    message since the caller looked (`state`). Returns the state after the append; None
-    means: drop your result."""
+    message since the caller looked (`state`), with the `blobs` its events reference: one
+    round trip. Returns the state after the append; None means: drop your result."""
+    events = list(events_for(state.message_count + 1))
     async with PostgresUnitOfWork(pool) as uow:
-        conn = uow.conn
-        row, found = await lock_if_current(conn, state.session_id, state.message_count)
-        if found != Lock.CURRENT:
-            return None
-        if before_append is not None:
-            await before_append(conn)
-        events = list(events_for(row["message_count"] + 1))
-        await uow.append(str(state.session_id), events, expected_version=row["version"])
-    return advance(replace(state, phase=row["phase"]), row["version"], events)
+        recorded = await uow.append_if_current(state.session_id, state.message_count, events, blobs=blobs)
+    if recorded.outcome != "current" or recorded.base_version is None:
+        return None
+    return advance(replace(state, phase=recorded.phase), recorded.base_version, events)
 
 
 MessageAt = Callable[[int], ev.MessageRecorded]
@@ -201,12 +195,10 @@ async def record_items(
     state: SessionState,
     items: Sequence[Item],
     *,
-    before_append: BeforeAppend | None = None,
+    blobs: dict[str, str] | None = None,
 ) -> SessionState | None:
     """`record_if_current` for a list of events and message builders."""
-    return await record_if_current(
-        pool, state, lambda seq: message_items(items, seq), before_append=before_append
-    )
+    return await record_if_current(pool, state, lambda seq: message_items(items, seq), blobs=blobs)
 
 
 def tool_message(tool_call_id: str, content: str) -> MessageAt:

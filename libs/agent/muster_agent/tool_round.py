@@ -88,7 +88,7 @@ async def _record(
     """Record `carry` with the blobs of the file changes in it. When the session no longer
     runs here, the changes are recorded all the same: the files did change."""
     assert state is not None
-    recorded = await store.record_items(deps.pool, state, carry, before_append=changes.store)
+    recorded = await store.record_items(deps.pool, state, carry, blobs=dict(changes.blobs))
     if recorded is None:
         unanswered = [item for item in carry if isinstance(item, ev.FileChanged)]
         await record_unanswered(deps.pool, state.session_id, unanswered, changes.blobs)

@@ -43,6 +43,65 @@ async def current_version(conn: Connection, stream_id: str) -> int:
     return int(version)
 
 
+@dataclass(frozen=True)
+class _Batch:
+    """Events about to be appended, in the shapes the server-side functions take."""
+
+    events: Sequence[DomainEvent]
+    event_ids: list[UUID]
+    payloads: list[dict[str, Any]]
+    metadata: dict[str, Any]
+    recorded_at: datetime
+    claimed: bool
+
+    @classmethod
+    def of(cls, events: Sequence[DomainEvent], metadata: dict[str, Any] | None) -> _Batch:
+        return cls(
+            events,
+            [uuid4() for _ in events],
+            [e.payload() for e in events],
+            metadata or {},
+            datetime.now(UTC),
+            dispatch.claiming(),
+        )
+
+    def args(self) -> tuple[Any, ...]:
+        return (
+            self.event_ids,
+            [e.type for e in self.events],
+            [e.schema_version for e in self.events],
+            self.payloads,
+            self.metadata,
+            self.recorded_at,
+            topics.EVENTS,
+            self.claimed,
+        )
+
+    def stored(self, stream_id: str, first_version: int, rows: Sequence[Any]) -> list[StoredEvent]:
+        stored = [
+            StoredEvent(
+                row["event_position"],
+                stream_id,
+                first_version + i,
+                event_id,
+                self.recorded_at,
+                self.metadata,
+                event,
+            )
+            for i, (row, event_id, event) in enumerate(zip(rows, self.event_ids, self.events, strict=True))
+        ]
+        # Claimed: this process publishes the events itself right after commit (`dispatch`).
+        dispatch.collect(
+            dispatch.Outgoing(
+                rows[0]["outbox_id"],
+                topics.EVENTS,
+                stream_id.encode(),
+                tuple(map(published_value, stored, self.payloads)),
+            )
+        )
+        return stored
+
+
 async def append(
     conn: Connection,
     stream_id: str,
@@ -60,12 +119,8 @@ async def append(
         expected_version = await current_version(conn, stream_id)
     if not events:
         return []
-    meta = metadata or {}
-    now = datetime.now(UTC)
+    batch = _Batch.of(events, metadata)
     versions = list(range(expected_version + 1, expected_version + 1 + len(events)))
-    event_ids = [uuid4() for _ in events]
-    payloads = [e.payload() for e in events]
-    claimed = dispatch.claiming()
     try:
         # One round trip: the events, their projections and their outbox row (migration
         # 0007); positions come back in insertion order.
@@ -73,33 +128,53 @@ async def append(
             "SELECT * FROM muster_append($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)",
             stream_id,
             versions,
-            event_ids,
-            [e.type for e in events],
-            [e.schema_version for e in events],
-            payloads,
-            meta,
-            now,
-            topics.EVENTS,
-            claimed,
+            *batch.args(),
         )
     except UniqueViolation as exc:
         if "events_stream_version_key" in str(exc.constraint_name or exc):
             raise ConcurrencyError(f"stream {stream_id} moved past {expected_version}") from exc
         raise
-    stored = [
-        StoredEvent(row["event_position"], stream_id, version, event_id, now, meta, event)
-        for row, version, event_id, event in zip(rows, versions, event_ids, events, strict=True)
-    ]
-    # Claimed: this process publishes the events itself right after commit (`dispatch`).
-    dispatch.collect(
-        dispatch.Outgoing(
-            rows[0]["outbox_id"],
-            topics.EVENTS,
-            stream_id.encode(),
-            tuple(map(published_value, stored, payloads)),
-        )
+    return batch.stored(stream_id, expected_version + 1, rows)
+
+
+@dataclass(frozen=True)
+class Recorded:
+    """What `record_if_current` found: `outcome` is "current" (appended after
+    `base_version`), "moved" (someone recorded a message first) or "gone" (not running)."""
+
+    outcome: str
+    base_version: int | None
+    phase: str | None
+    stored: list[StoredEvent]
+
+
+async def record_if_current(
+    conn: Connection,
+    session_id: UUID,
+    expected_count: int,
+    events: Sequence[DomainEvent],
+    *,
+    blobs: dict[str, str] | None = None,
+    metadata: dict[str, Any] | None = None,
+) -> Recorded:
+    """Append to a session only if it still runs and still has `expected_count` messages:
+    the lock, the check, the blobs and the append in one round trip (migration 0008). Run
+    outside a transaction, it is a whole decision in one implicit transaction."""
+    batch = _Batch.of(events, metadata)
+    digests = sorted(blobs or {})  # a fixed order: writers of shared blobs cannot deadlock
+    rows = await conn.fetch(
+        "SELECT * FROM muster_record($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)",
+        session_id,
+        expected_count,
+        *batch.args(),
+        digests,
+        [(blobs or {})[d] for d in digests],
     )
-    return stored
+    head = rows[0]
+    if head["outcome"] != "current":
+        return Recorded(head["outcome"], head["base_version"], head["phase"], [])
+    stored = batch.stored(str(session_id), head["base_version"] + 1, rows)
+    return Recorded("current", head["base_version"], head["phase"], stored)
 
 
 def published_value(stored: StoredEvent, payload: dict[str, Any]) -> bytes:

@@ -20,7 +20,7 @@ from uuid import UUID, uuid4
 from muster_contracts import events as ev
 from muster_contracts.envelope import Envelope
 
-from muster_runtime.eventstore import ConcurrencyError, StoredEvent
+from muster_runtime.eventstore import ConcurrencyError, Recorded, StoredEvent
 from muster_runtime.unit_of_work import AbstractUnitOfWork
 
 
@@ -29,6 +29,7 @@ class MemoryState:
     streams: dict[str, list[StoredEvent]] = field(default_factory=dict)
     sessions: dict[UUID, dict[str, Any]] = field(default_factory=dict)
     processed: set[tuple[str, str]] = field(default_factory=set)
+    blobs: dict[str, str] = field(default_factory=dict)
     position: int = 0
 
 
@@ -119,6 +120,24 @@ class InMemoryUnitOfWork(AbstractUnitOfWork):
             _project(self._work.sessions, record)
             stored.append(record)
         return stored
+
+    async def append_if_current(
+        self,
+        session_id: UUID,
+        expected_count: int,
+        events: Sequence[ev.DomainEvent],
+        *,
+        blobs: dict[str, str] | None = None,
+    ) -> Recorded:
+        row = self._work.sessions.get(session_id)
+        if row is None or row["phase"] not in ("RUNNING", "RESUMING"):
+            return Recorded("gone", row["version"] if row else None, row["phase"] if row else None, [])
+        if row["message_count"] != expected_count:
+            return Recorded("moved", row["version"], row["phase"], [])
+        self._work.blobs.update(blobs or {})
+        base, phase = row["version"], row["phase"]
+        stored = await self.append(str(session_id), events, expected_version=base)
+        return Recorded("current", base, phase, stored)
 
     async def send(self, topic: str, key: str, message: Envelope) -> None:
         self._sending.append((topic, key, message))

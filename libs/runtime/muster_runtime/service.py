@@ -23,6 +23,7 @@ from muster_runtime.consuming import BATCH_OPTIONS, per_key, records_of
 from muster_runtime.db import Pool, create_pool
 from muster_runtime.dispatch import Dispatcher
 from muster_runtime.edge import Edge
+from muster_runtime.fetching import AdaptiveFetchBroker
 from muster_runtime.kafka import consumer_options, publisher, start_producer
 from muster_runtime.outbox import OutboxRelay
 from muster_runtime.settings import Settings
@@ -32,7 +33,7 @@ T = TypeVar("T")
 log = logging.getLogger("muster.kafka")
 
 
-class PatientKafkaBroker(KafkaBroker):
+class PatientKafkaBroker(AdaptiveFetchBroker):
     """A broker whose start waits for an unreachable Kafka (it may be restarting) instead of
     failing the service's start, as `start_producer` does for our own producer."""
 
@@ -60,6 +61,8 @@ def make_broker(settings: Settings, service: str) -> KafkaBroker:
         settings.kafka_bootstrap_servers or "localhost:9092",
         logger=logging.getLogger(f"muster.{service}.kafka"),
         log_level=logging.DEBUG,
+        idle_fetch_max_wait_ms=settings.kafka_idle_fetch_max_wait_ms,
+        idle_after_s=settings.kafka_idle_after_ms / 1000,
     )
 
 

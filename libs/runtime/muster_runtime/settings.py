@@ -27,6 +27,11 @@ class Settings:
     # Tansu answers a waiting fetch only when fetch_max_wait_ms elapses, so each consume
     # hop costs this much latency; keep it tiny locally, leave Kafka's default in deploy/.
     kafka_fetch_max_wait_ms: int = 5
+    # After `kafka_idle_after_ms` without records a consumer waits this long per fetch
+    # instead (never less than the busy value), so an idle cluster does not poll the broker
+    # hundreds of times a second; the first record after idling may wait up to this long.
+    kafka_idle_fetch_max_wait_ms: int = 100
+    kafka_idle_after_ms: int = 2000
     kafka_session_timeout_ms: int = 2000
     kafka_heartbeat_interval_ms: int = 500
     worker_concurrency: int = 8
@@ -51,6 +56,8 @@ class Settings:
             gateway_host=os.environ.get("MUSTER_GATEWAY_HOST", "127.0.0.1"),
             gateway_port=_int("MUSTER_GATEWAY_PORT", 8765),
             kafka_fetch_max_wait_ms=_int("MUSTER_KAFKA_FETCH_MAX_WAIT_MS", 5),
+            kafka_idle_fetch_max_wait_ms=_int("MUSTER_KAFKA_IDLE_FETCH_MAX_WAIT_MS", 100),
+            kafka_idle_after_ms=_int("MUSTER_KAFKA_IDLE_AFTER_MS", 2000),
             kafka_session_timeout_ms=_int("MUSTER_KAFKA_SESSION_TIMEOUT_MS", 2000),
             kafka_heartbeat_interval_ms=_int("MUSTER_KAFKA_HEARTBEAT_INTERVAL_MS", 500),
             worker_concurrency=_int("MUSTER_WORKER_CONCURRENCY", 8),

@@ -68,6 +68,18 @@ class AbstractUnitOfWork(abc.ABC):
         hold the stream's lock); a taken version raises `eventstore.ConcurrencyError`."""
 
     @abc.abstractmethod
+    async def append_if_current(
+        self,
+        session_id: UUID,
+        expected_count: int,
+        events: Sequence[DomainEvent],
+        *,
+        blobs: dict[str, str] | None = None,
+    ) -> eventstore.Recorded:
+        """Append to a session only if it still runs (RUNNING or RESUMING) and still has
+        `expected_count` messages, storing `blobs` with it; the outcome says which."""
+
+    @abc.abstractmethod
     async def send(self, topic: str, key: str, message: Envelope) -> None:
         """A command that leaves with the commit, or not at all."""
 
@@ -81,6 +93,9 @@ class AbstractUnitOfWork(abc.ABC):
 
 
 class PostgresUnitOfWork(AbstractUnitOfWork):
+    """The transaction starts with the first statement that needs it, so a decision made
+    of one `append_if_current` is a single round trip in an implicit transaction."""
+
     def __init__(self, pool: Pool) -> None:
         self._pool = pool
         self._held: Any = None
@@ -88,27 +103,24 @@ class PostgresUnitOfWork(AbstractUnitOfWork):
         self._collecting: Any = None
         self._outgoing: list[dispatch.Outgoing] = []
 
-    @property
-    def conn(self) -> Connection:
+    async def connection(self) -> Connection:
         """The transaction's connection, for the reads a decision makes under its locks."""
         assert self._held is not None, "use the unit of work inside `async with`"
+        if self._transaction is None:
+            self._transaction = self._held.transaction()
+            await self._transaction.start()
         conn: Connection = self._held
         return conn
 
     async def _begin(self) -> None:
         self._held = await self._pool.acquire()
-        try:
-            self._transaction = self._held.transaction()
-            await self._transaction.start()
-        except BaseException:
-            await self._pool.release(self._held)
-            raise
         self._collecting = dispatch.collecting()
         self._outgoing = self._collecting.__enter__()
 
     async def _commit(self) -> None:
         try:
-            await self._transaction.commit()
+            if self._transaction is not None:
+                await self._transaction.commit()
         finally:
             await self._close()
         dispatcher = dispatch.installed()
@@ -117,17 +129,19 @@ class PostgresUnitOfWork(AbstractUnitOfWork):
 
     async def _rollback(self) -> None:
         try:
-            await self._transaction.rollback()
+            if self._transaction is not None:
+                await self._transaction.rollback()
         finally:
             await self._close()
 
     async def _close(self) -> None:
         self._collecting.__exit__(None, None, None)
-        held, self._held = self._held, None
+        held, self._held, self._transaction = self._held, None, None
         await self._pool.release(held)
 
     async def lock_session(self, session_id: UUID) -> dict[str, Any] | None:
-        row = await self.conn.fetchrow("SELECT * FROM sessions WHERE session_id = $1 FOR UPDATE", session_id)
+        conn = await self.connection()
+        row = await conn.fetchrow("SELECT * FROM sessions WHERE session_id = $1 FOR UPDATE", session_id)
         return dict(row) if row is not None else None
 
     async def append(
@@ -139,14 +153,26 @@ class PostgresUnitOfWork(AbstractUnitOfWork):
         metadata: dict[str, Any] | None = None,
     ) -> list[StoredEvent]:
         return await eventstore.append(
-            self.conn, stream_id, events, expected_version=expected_version, metadata=metadata
+            await self.connection(), stream_id, events, expected_version=expected_version, metadata=metadata
         )
 
+    async def append_if_current(
+        self,
+        session_id: UUID,
+        expected_count: int,
+        events: Sequence[DomainEvent],
+        *,
+        blobs: dict[str, str] | None = None,
+    ) -> eventstore.Recorded:
+        # Outside a transaction this is the whole decision, committed by the one statement.
+        conn: Connection = self._held if self._transaction is None else await self.connection()
+        return await eventstore.record_if_current(conn, session_id, expected_count, events, blobs=blobs)
+
     async def send(self, topic: str, key: str, message: Envelope) -> None:
-        await outbox.enqueue(self.conn, topic, key, message)
+        await outbox.enqueue(await self.connection(), topic, key, message)
 
     async def first_delivery(self, consumer: str, message_id: str) -> bool:
-        return await tracking.first_delivery(self.conn, consumer, message_id)
+        return await tracking.first_delivery(await self.connection(), consumer, message_id)
 
     async def read_stream(self, stream_id: str) -> list[StoredEvent]:
-        return await eventstore.read_stream(self.conn, stream_id)
+        return await eventstore.read_stream(await self.connection(), stream_id)

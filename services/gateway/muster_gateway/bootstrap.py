@@ -24,6 +24,7 @@ from muster_runtime.db import Pool, create_pool
 from muster_runtime.dispatch import Dispatcher
 from muster_runtime.kafka import consumer_options, publisher, start_producer
 from muster_runtime.outbox import OutboxRelay
+from muster_runtime.service import make_broker
 from muster_runtime.settings import Settings
 
 from muster_gateway import rest, streams, ws
@@ -39,12 +40,8 @@ LIVE_EVENTS = "gateway-live-events"  # the subscriber's AsyncAPI title
 def build_broker(settings: Settings, ring: Callable[[str], None]) -> KafkaBroker:
     """The live-event consumer. Its own group per instance: every gateway must see every
     event, since any of them may hold a subscriber of any session."""
-    broker = KafkaBroker(
-        settings.kafka_bootstrap_servers or "localhost",
-        # Our log format; per-message "Received/Processed" lines only at DEBUG.
-        logger=logging.getLogger("muster.gateway.kafka"),
-        log_level=logging.DEBUG,
-    )
+    # Our log format (per-message lines only at DEBUG), adaptive fetch wait, patient start.
+    broker = make_broker(settings, "gateway")
 
     # `**consumer_options` makes mypy fall back to an untyped overload of `subscriber`.
     @broker.subscriber(  # type: ignore[untyped-decorator]

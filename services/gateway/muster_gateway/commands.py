@@ -124,11 +124,12 @@ async def send_message(pool: Pool, user_id: str, raw_id: str, data: SendMessageD
     async def decide() -> dict[str, Any]:
         message_id = uuid4()
         async with PostgresUnitOfWork(pool) as uow:
-            row = await _lock(uow.conn, user_id, raw_id)
+            conn = await uow.connection()
+            row = await _lock(conn, user_id, raw_id)
             _writable(row, "post to")
             stream = str(row["session_id"])
             # Queued: it will wait for a running turn, or behind earlier input not yet started.
-            waits_behind = await uow.conn.fetchval(
+            waits_behind = await conn.fetchval(
                 "SELECT true FROM session_inputs WHERE session_id = $1 AND state = 'QUEUED' LIMIT 1",
                 row["session_id"],
             )
@@ -183,12 +184,13 @@ async def cancel(pool: Pool, user_id: str, raw_id: str) -> dict[str, Any]:
 
     async def decide() -> dict[str, Any]:
         async with PostgresUnitOfWork(pool) as uow:
-            row = await _lock(uow.conn, user_id, raw_id)
+            conn = await uow.connection()
+            row = await _lock(conn, user_id, raw_id)
             _writable(row, "cancel")
             stream = str(row["session_id"])
             queued: list[UUID] = [
                 r["message_id"]
-                for r in await uow.conn.fetch(
+                for r in await conn.fetch(
                     """SELECT message_id FROM session_inputs
                    WHERE session_id = $1 AND state = 'QUEUED' ORDER BY position""",
                     row["session_id"],

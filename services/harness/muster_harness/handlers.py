@@ -44,7 +44,8 @@ async def process_session(cmd: ProcessSession | ResumeSession, deps: HarnessDeps
             return
         if row["session_type"] == "SUBAGENT":
             return  # executions are the workers' job
-        if not await leases.try_acquire(uow.conn, str(sid), deps.runners.owner, deps.lease_ttl_s):
+        conn = await uow.connection()
+        if not await leases.try_acquire(conn, str(sid), deps.runners.owner, deps.lease_ttl_s):
             return  # another live instance runs this session
         begun = await _begin_locked(uow, row)
     if begun:
@@ -75,7 +76,7 @@ async def _begin_locked(uow: PostgresUnitOfWork, row: Mapping[str, Any]) -> bool
     if row["phase"] in store.RUNNING_PHASES:
         log.info("session_loop_start session=%s phase=%s", row["session_id"], row["phase"])
         return True
-    return await store.start_next_turn(uow.conn, row)
+    return await store.start_next_turn(await uow.connection(), row)
 
 
 async def cancel_session(cmd: CancelSession, deps: HarnessDeps) -> None:

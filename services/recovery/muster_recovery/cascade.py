@@ -39,7 +39,7 @@ async def stop_execution(
     """End an open execution with `status`: the child session is cancelled, the execution
     finished, the worker told to stop. Returns False if it had already ended."""
     async with PostgresUnitOfWork(pool) as uow:
-        conn = uow.conn
+        conn = await uow.connection()
         execution = await conn.fetchrow("SELECT * FROM executions WHERE execution_id = $1", execution_id)
         if execution is None:
             return False

@@ -56,7 +56,7 @@ async def reconcile_sessions(
     """Resume turns whose runner died; start turns whose queued input was never picked up."""
     at = await clock(pool, now)
     async with PostgresUnitOfWork(pool) as uow:
-        conn = uow.conn
+        conn = await uow.connection()
         if not await conn.fetchval("SELECT pg_try_advisory_xact_lock($1)", SCAN_LOCK_KEY):
             return 0
         orphaned = [r["session_id"] for r in await conn.fetch(ORPHANED_TURNS, at, grace_s)]
@@ -118,7 +118,7 @@ async def reconcile_executions(
     finished but was never delivered."""
     at = await clock(pool, now)
     async with PostgresUnitOfWork(pool) as uow:
-        conn = uow.conn
+        conn = await uow.connection()
         if not await conn.fetchval("SELECT pg_try_advisory_xact_lock($1)", SCAN_LOCK_KEY + 1):
             return
         orphaned = [
@@ -152,7 +152,7 @@ async def housekeeping(
 ) -> None:
     """Prune consumer tracking older than any redelivery can be, and long-expired leases."""
     async with PostgresUnitOfWork(pool) as uow:
-        conn = uow.conn
+        conn = await uow.connection()
         if not await conn.fetchval("SELECT pg_try_advisory_xact_lock($1)", SCAN_LOCK_KEY + 2):
             return
         await conn.execute(

@@ -29,7 +29,7 @@ async def take_over_session(pool: Pool, session_id: UUID, now: datetime) -> bool
     """A turn nobody runs: mark it RESUMING (clients keep seeing RUNNING) and re-issue its
     ProcessSession. False when a runner holds it again or the turn ended meanwhile."""
     async with PostgresUnitOfWork(pool) as uow:
-        conn = uow.conn
+        conn = await uow.connection()
         row = await store.lock_session(conn, session_id)
         if row is None or row["phase"] not in store.RUNNING_PHASES:
             return False
@@ -56,7 +56,7 @@ async def take_over_execution(pool: Pool, execution_id: UUID, now: datetime) -> 
     """A run nobody holds: mark it RECOVERING (once; a takeover that is itself lost is just
     re-issued) and send RunExecution for the same execution and child session."""
     async with PostgresUnitOfWork(pool) as uow:
-        conn = uow.conn
+        conn = await uow.connection()
         # Lock order everywhere: child session, parent session, then the execution.
         execution = await conn.fetchrow("SELECT * FROM executions WHERE execution_id = $1", execution_id)
         if execution is None or execution["status"] not in OPEN_STATUSES:

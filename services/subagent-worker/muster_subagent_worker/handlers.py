@@ -35,7 +35,7 @@ async def run_execution(cmd: RunExecution, deps: WorkerDeps) -> None:
     if deps.runners.is_running(key):
         return
     async with PostgresUnitOfWork(deps.loop.pool) as uow:
-        conn = uow.conn
+        conn = await uow.connection()
         if not await tracking.first_delivery(conn, CONSUMER, str(cmd.message_id)):
             return
         execution = await conn.fetchrow(

@@ -174,3 +174,22 @@ async def test_decisions_on_one_session_queue_behind_its_lock(work: Harness) -> 
     release_first.set()
     await asyncio.gather(*tasks)
     assert order == ["first", "second saw version 2"]
+
+
+async def test_append_if_current_appends_only_to_a_running_session_that_did_not_move(work: Harness) -> None:
+    sid = await new_session(work)
+    async with work.uow() as uow:
+        gone = await uow.append_if_current(sid, 0, [message(1)])
+    assert (gone.outcome, gone.stored) == ("gone", [])  # no phase yet: not running
+    async with work.uow() as uow:
+        await uow.append(str(sid), [ev.SessionPhaseChanged(phase="RUNNING")], expected_version=1)
+    async with work.uow() as uow:
+        moved = await uow.append_if_current(sid, 5, [message(6)])
+        recorded = await uow.append_if_current(sid, 0, [message(1)], blobs={"ab": "blob content"})
+    assert moved.outcome == "moved" and moved.stored == []
+    assert (recorded.outcome, recorded.base_version, recorded.phase) == ("current", 2, "RUNNING")
+    assert [s.stream_version for s in recorded.stored] == [3]
+    async with work.uow() as uow:
+        row = await uow.lock_session(sid)
+        assert row is not None and (row["message_count"], row["version"]) == (1, 3)
+        assert [s.type for s in await uow.read_stream(str(sid))][-1] == "MessageRecorded"
