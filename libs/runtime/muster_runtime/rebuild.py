@@ -1,6 +1,7 @@
 """Projection rebuild: the read models are disposable, so they can be dropped and replayed
-from the events alone through the live projector (`project_all`), and a replay into scratch
-tables must equal the live tables (invariant 7).
+from the events alone through the live projector (the server-side `muster_project` that
+every append runs, migration 0007), and a replay into scratch tables must equal the live
+tables (invariant 7).
 
 Consistency: the whole log is read in ONE repeatable-read snapshot, so an event committed
 out of position order is either in it or committed after the replay (and then projected by
@@ -20,10 +21,10 @@ from dataclasses import dataclass
 
 import asyncpg
 
-from muster_runtime import eventstore
 from muster_runtime.db import Connection
-from muster_runtime.eventstore import StoredEvent
-from muster_runtime.projector import PROJECTION_TABLES, project_all
+
+# The read models `muster_project` writes; all of them disposable.
+PROJECTION_TABLES = ("sessions", "messages", "session_inputs", "tool_runs", "executions", "file_changes")
 
 LOCK_TIMEOUT_MS = 200
 SAMPLE_KEYS = 5
@@ -69,26 +70,20 @@ class CheckReport:
         return self.events / self.seconds if self.seconds > 0 else 0.0
 
 
-async def replay(conn: Connection, *, batch: int = 2000) -> int:
+async def replay(conn: Connection, *, batch: int = 50_000) -> int:
     """Apply every event, by position, to whatever tables the unqualified projection names
-    resolve to. Consecutive events of one stream go to `project_all` together: it sets the
-    session's version and time from the last event, so any split into runs gives the same
-    final rows as the live appends did."""
-    after, applied = 0, 0
-    run: list[StoredEvent] = []
-    while events := await eventstore.read_all(conn, after_position=after, limit=batch):
-        for stored in events:
-            if run and run[-1].stream_id != stored.stream_id:
-                await project_all(conn, run)
-                run = []
-            run.append(stored)
-        after, applied = events[-1].position, applied + len(events)
-    if run:
-        await project_all(conn, run)
-    return applied
+    resolve to, `batch` positions per round trip. A stream's run cut by a batch boundary
+    gives the same rows: the session row takes the highest seq, the last phase and the
+    version of the last event either way."""
+    last = await conn.fetchval("SELECT coalesce(max(position), 0) FROM events")
+    after = 0
+    while after < last:
+        await conn.execute("SELECT muster_project(NULL, $1, $2)", after + 1, after + batch)
+        after += batch
+    return int(await conn.fetchval("SELECT count(*) FROM events"))
 
 
-async def rebuild(conn: Connection, *, batch: int = 2000, lock_within: float = 60.0) -> RebuildReport:
+async def rebuild(conn: Connection, *, batch: int = 50_000, lock_within: float = 60.0) -> RebuildReport:
     """Truncate every projection table and replay the whole log, in one transaction."""
     deadline = time.monotonic() + lock_within
     while True:
@@ -122,7 +117,7 @@ async def _rebuild_once(conn: Connection, batch: int) -> RebuildReport:
     return RebuildReport(applied, time.monotonic() - started, rows)
 
 
-async def check(conn: Connection, *, batch: int = 2000) -> CheckReport:
+async def check(conn: Connection, *, batch: int = 50_000) -> CheckReport:
     """Replay the log into temporary copies of the projection tables and compare them with
     the live ones, in one snapshot; nothing is kept (the transaction is rolled back)."""
     tx = conn.transaction(isolation="repeatable_read")

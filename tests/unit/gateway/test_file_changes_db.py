@@ -13,7 +13,6 @@ from muster_contracts import events as ev
 from muster_gateway import file_changes, queries
 from muster_runtime import eventstore
 from muster_runtime.db import Connection, Pool
-from muster_runtime.projector import project_all
 
 USER = "alice"
 T = datetime(2026, 1, 1, tzinfo=UTC)
@@ -220,8 +219,8 @@ async def test_the_projection_rebuilds_from_events_alone(pool: Pool) -> None:
         try:
             await conn.execute("DELETE FROM file_changes WHERE session_id = $1", sid)
             for stored in await eventstore.read_stream(conn, str(sid)):
-                if stored.type == "FileChanged":
-                    await project_all(conn, [stored])
+                if stored.type == "FileChanged":  # the live projector, one event at a time
+                    await conn.execute("SELECT muster_project($1, $2, $2)", str(sid), stored.position)
             rebuilt = [dict(r) for r in await conn.fetch(
                 "SELECT * FROM file_changes WHERE session_id = $1 ORDER BY position", sid)]
         finally:

@@ -14,7 +14,7 @@ import pytest
 from muster_contracts import events as ev
 from muster_runtime import eventstore, rebuild
 from muster_runtime.db import Pool, create_pool
-from muster_runtime.projector import PROJECTION_TABLES
+from muster_runtime.rebuild import PROJECTION_TABLES
 
 from tests.databases import fresh_database_url
 
