@@ -72,6 +72,7 @@ class Dispatcher:
         self._sent: list[int] = []
         self._wake = asyncio.Event()
         self._confirming: set[asyncio.Task[None]] = set()
+        self._flushing = asyncio.Lock()
 
     async def dispatch(self, items: list[Outgoing]) -> None:
         try:
@@ -102,19 +103,22 @@ class Dispatcher:
             await self._wake.wait()
             self._wake.clear()
             await asyncio.sleep(self._flush_every_s)
-            ids, self._sent = self._sent, []
-            try:
-                await self._pool.execute("DELETE FROM outbox WHERE id = ANY($1::bigint[])", ids)
-            except Exception as exc:  # left for the relay, which publishes and deletes them
-                log.warning("outbox_cleanup_failed error=%s rows=%d", type(exc).__name__, len(ids))
+            await self._flush()
 
     async def close(self) -> None:
         """Wait for the acknowledgements in flight and delete what they confirmed."""
         await asyncio.gather(*self._confirming, return_exceptions=True)
-        if self._sent:
-            with contextlib.suppress(Exception):
-                await self._pool.execute("DELETE FROM outbox WHERE id = ANY($1::bigint[])", self._sent)
-            self._sent = []
+        await self._flush()
+
+    async def _flush(self) -> None:
+        async with self._flushing:  # `close` waits for a deletion in flight
+            ids, self._sent = self._sent, []
+            if not ids:
+                return
+            try:
+                await self._pool.execute("DELETE FROM outbox WHERE id = ANY($1::bigint[])", ids)
+            except Exception as exc:  # left for the relay, which publishes and deletes them
+                log.warning("outbox_cleanup_failed error=%s rows=%d", type(exc).__name__, len(ids))
 
 
 _installed: Dispatcher | None = None

@@ -12,8 +12,9 @@ from uuid import uuid4
 import asyncpg
 import pytest
 from muster_contracts.commands import ProcessSession
-from muster_runtime import outbox
+from muster_runtime import dispatch, outbox
 from muster_runtime.db import Pool, create_pool
+from muster_runtime.unit_of_work import PostgresUnitOfWork
 
 from tests.databases import fresh_database_url
 
@@ -82,3 +83,59 @@ async def test_a_standby_drains_what_a_hung_leader_holds_back(database: tuple[st
     finally:
         await hung.close()
     assert ids(published) == sent
+
+
+class Producer:
+    """Stands in for the Kafka producer: acknowledges every record at once, or fails."""
+
+    def __init__(self, fail: bool = False) -> None:
+        self.sent: list[bytes] = []
+        self.fail = fail
+
+    async def send(self, topic: str, value: bytes, key: bytes) -> asyncio.Future[None]:
+        if self.fail:
+            raise ConnectionError("broker unreachable")
+        self.sent.append(value)
+        done: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        done.set_result(None)
+        return done
+
+
+async def test_a_unit_of_work_publishes_its_rows_after_commit_and_deletes_them(
+    database: tuple[str, Pool],
+) -> None:
+    url, pool = database
+    producer = Producer()
+    dispatcher = dispatch.Dispatcher(producer, pool, flush_every_s=0)
+    dispatch.install(dispatcher)
+    cleanup = asyncio.create_task(dispatcher.run())
+    try:
+        command = ProcessSession(session_id=uuid4())
+        async with PostgresUnitOfWork(pool) as uow:
+            await uow.send("muster.commands", "k", command)
+            assert producer.sent == []  # nothing leaves before the commit
+        assert [json.loads(v)["message_id"] for v in producer.sent] == [str(command.message_id)]
+        await dispatcher.close()
+        assert await pool.fetchval("SELECT count(*) FROM outbox") == 0
+    finally:
+        dispatch.install(None)
+        cleanup.cancel()
+
+
+async def test_the_relay_leaves_claimed_rows_to_their_writer_until_the_grace_period_ends(
+    database: tuple[str, Pool],
+) -> None:
+    url, pool = database
+    dispatch.install(dispatch.Dispatcher(Producer(fail=True), pool))  # the writer cannot publish
+    try:
+        async with PostgresUnitOfWork(pool) as uow:
+            await uow.send("muster.commands", "k", ProcessSession(session_id=uuid4()))
+    finally:
+        dispatch.install(None)
+    assert await pool.fetchval("SELECT claimed FROM outbox") is True
+    published = Published(1)
+    relay = outbox.OutboxRelay(pool, url, published, grace_s=30)
+    assert await relay.drain() == 0  # young and claimed: its writer may still publish it
+    await pool.execute("UPDATE outbox SET created_at = now() - interval '31 seconds'")
+    assert await relay.drain() == 1  # the writer is gone: the outbox guarantees it
+    assert await pool.fetchval("SELECT count(*) FROM outbox") == 0
