@@ -3,18 +3,46 @@
 from __future__ import annotations
 
 import json
-from typing import TypeAlias
+import re
+from typing import Any, TypeAlias
 
 import asyncpg
+import orjson
 
 Pool: TypeAlias = asyncpg.Pool
 Connection: TypeAlias = asyncpg.Connection
 UniqueViolation = asyncpg.UniqueViolationError
 
 
+# orjson reads integers beyond 64 bits as floats (losing digits) where `json` keeps them
+# exact: a text with 19 or more digits in a row is read by `json`.
+_LONG_NUMBER = re.compile(r"\d{19}")
+
+
+def encode_json(value: Any) -> str:
+    """JSON text for a json/jsonb parameter: orjson, or `json` for what orjson refuses
+    (integers beyond 64 bits, unknown types), so nothing that encoded before fails now.
+    The text is compact UTF-8 where `json.dumps` spaced and escaped; the value is the same
+    (jsonb stores it normalised anyway). NaN/Infinity, which PostgreSQL rejects, become null."""
+    try:
+        return orjson.dumps(value, option=orjson.OPT_NON_STR_KEYS).decode()
+    except TypeError:
+        return json.dumps(value)
+
+
+def decode_json(text: str) -> Any:
+    """The value of a json/jsonb column, as `json.loads` would read it."""
+    if _LONG_NUMBER.search(text) is None:
+        try:
+            return orjson.loads(text)
+        except orjson.JSONDecodeError:
+            pass  # e.g. a number beyond a double's range, which `json` reads as inf
+    return json.loads(text)
+
+
 async def _init_connection(conn: asyncpg.Connection) -> None:
     for type_name in ("json", "jsonb"):
-        await conn.set_type_codec(type_name, encoder=json.dumps, decoder=json.loads, schema="pg_catalog")
+        await conn.set_type_codec(type_name, encoder=encode_json, decoder=decode_json, schema="pg_catalog")
 
 
 async def _keep_session_state(conn: asyncpg.Connection) -> None:

@@ -1,21 +1,22 @@
-"""Adaptive fetch wait: poll the broker fast while records flow, slowly once idle.
+"""The services' Kafka consumer: adaptive fetch wait, and commits behind the next batch.
 
 The local broker (Tansu) answers a waiting fetch only when `fetch_max_wait_ms` elapses, so
 a consumer sends it 1000 / `fetch_max_wait_ms` fetches a second whether or not anything
 arrives: with 5 ms, four idle consumer groups kept most of a core busy (them and Tansu).
 `FetchWait` keeps the configured low wait while records arrived within `idle_after_s`, then
-raises it to `idle_ms`; the first fetch that returns records brings it back down.
+raises it to `idle_ms`; the first fetch that returns records brings it back down. Real
+Kafka answers a waiting fetch as soon as data arrives, and runs with a long wait anyway.
 
 The hook: aiokafka's Fetcher reads `self._fetch_max_wait_ms` each time it builds a
 FetchRequest, and FastStream creates every subscriber's consumer through the broker
 config's `builder` (a `partial(AIOKafkaConsumer, ...)` set when the broker connects).
-`AdaptiveFetchBroker` swaps that builder for one making `AdaptiveConsumer`s, which update
-the fetcher's wait after every `getmany`. No FastStream or aiokafka code is patched; the
-one private attribute touched is the fetcher's wait.
+`AdaptiveFetchBroker` swaps that builder for one making `AdaptiveConsumer`s with the same
+options, which set the fetcher's wait after every `getmany`. No FastStream or aiokafka
+code is patched; the one private attribute written is the fetcher's wait.
 
 `AdaptiveConsumer.getmany` also keeps waiting (in `timeout_ms` slices) until records
 arrive: FastStream's batch loop sleeps `batch_timeout_ms` after an empty `getmany`, and a
-record that arrives during that sleep would wait for it. Stopping is unaffected: FastStream
+record arriving during that sleep waited for it. Stopping is unaffected: FastStream
 cancels the consume task, and a stopped consumer raises `ConsumerStoppedError`.
 """
 
@@ -28,6 +29,8 @@ from typing import Any
 
 from aiokafka import AIOKafkaConsumer
 from faststream.kafka import KafkaBroker
+
+from muster_runtime.commits import CommitBehind
 
 Clock = Callable[[], float]
 
@@ -60,9 +63,10 @@ class FetchWait:
         return self.idle_ms > self.busy_ms
 
 
-class AdaptiveConsumer(AIOKafkaConsumer):  # type: ignore[misc]  # aiokafka is untyped
-    """An `AIOKafkaConsumer` whose fetch wait follows `FetchWait`, and whose `getmany`
-    with a timeout returns only records (or raises), re-deciding the wait every slice."""
+class AdaptiveConsumer(CommitBehind):
+    """The services' consumer: its fetch wait follows `FetchWait`, its `getmany` with a
+    timeout returns only records (or raises), re-deciding the wait every slice, and its
+    commits overlap the next batch (`CommitBehind`)."""
 
     def __init__(
         self,
@@ -111,8 +115,8 @@ def adaptive_builder(
 
 
 class AdaptiveFetchBroker(KafkaBroker):
-    """A `KafkaBroker` whose subscribers consume through `AdaptiveConsumer`s.
-    `idle_fetch_max_wait_ms=0` (or not above the subscribers' wait) turns adaptation off."""
+    """A `KafkaBroker` whose subscribers consume through `AdaptiveConsumer`s. An idle wait
+    not above the subscribers' `fetch_max_wait_ms` (e.g. 0) keeps their wait constant."""
 
     def __init__(
         self, *args: Any, idle_fetch_max_wait_ms: int = 0, idle_after_s: float = 2.0, **kwargs: Any
@@ -123,8 +127,6 @@ class AdaptiveFetchBroker(KafkaBroker):
 
     async def _connect(self) -> Callable[..., AIOKafkaConsumer]:
         builder = await super()._connect()
-        if self._idle_wait_ms <= 0:
-            return builder
         adapted = adaptive_builder(
             builder, idle_fetch_max_wait_ms=self._idle_wait_ms, idle_after_s=self._idle_after_s
         )

@@ -113,9 +113,14 @@ def subscribe_batch(
     dispatch: Callable[[T], Awaitable[None]],
     title: str,
     description: str,
+    fetch_max_wait_ms: int | None = None,
 ) -> Any:
     """A batch subscriber on `edge.topic`: one offset commit per batch, records of one key
-    in order, poison to the dead-letter topic (see `Edge`)."""
+    in order, poison to the dead-letter topic (see `Edge`). `fetch_max_wait_ms` overrides
+    the configured wait for a subscriber whose latency does not matter."""
+    options = consumer_options(settings)
+    if fetch_max_wait_ms is not None:
+        options["fetch_max_wait_ms"] = max(fetch_max_wait_ms, options["fetch_max_wait_ms"])
 
     @broker.subscriber(  # type: ignore[untyped-decorator]  # **options hide the typed overload
         edge.topic,
@@ -124,7 +129,7 @@ def subscribe_batch(
         title=title,
         description=description,
         **BATCH_OPTIONS,
-        **consumer_options(settings),
+        **options,
     )
     async def consume(msg: KafkaMessage) -> None:
         await per_key(

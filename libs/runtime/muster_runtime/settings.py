@@ -30,10 +30,13 @@ class Settings:
     # After `kafka_idle_after_ms` without records a consumer waits this long per fetch
     # instead (never less than the busy value), so an idle cluster does not poll the broker
     # hundreds of times a second; the first record after idling may wait up to this long.
-    kafka_idle_fetch_max_wait_ms: int = 100
+    kafka_idle_fetch_max_wait_ms: int = 200
     kafka_idle_after_ms: int = 2000
     kafka_session_timeout_ms: int = 2000
     kafka_heartbeat_interval_ms: int = 500
+    # Recovery's consumer is a backstop (ADR 0011): a long wait costs a cascade or a late
+    # settlement this much latency, and saves polling the broker on every turn.
+    recovery_fetch_max_wait_ms: int = 250
     worker_concurrency: int = 8
     lease_ttl_s: float = 10.0
     reconcile_interval_s: float = 2.0
@@ -56,10 +59,11 @@ class Settings:
             gateway_host=os.environ.get("MUSTER_GATEWAY_HOST", "127.0.0.1"),
             gateway_port=_int("MUSTER_GATEWAY_PORT", 8765),
             kafka_fetch_max_wait_ms=_int("MUSTER_KAFKA_FETCH_MAX_WAIT_MS", 5),
-            kafka_idle_fetch_max_wait_ms=_int("MUSTER_KAFKA_IDLE_FETCH_MAX_WAIT_MS", 100),
+            kafka_idle_fetch_max_wait_ms=_int("MUSTER_KAFKA_IDLE_FETCH_MAX_WAIT_MS", 200),
             kafka_idle_after_ms=_int("MUSTER_KAFKA_IDLE_AFTER_MS", 2000),
             kafka_session_timeout_ms=_int("MUSTER_KAFKA_SESSION_TIMEOUT_MS", 2000),
             kafka_heartbeat_interval_ms=_int("MUSTER_KAFKA_HEARTBEAT_INTERVAL_MS", 500),
+            recovery_fetch_max_wait_ms=_int("MUSTER_RECOVERY_FETCH_MAX_WAIT_MS", 250),
             worker_concurrency=_int("MUSTER_WORKER_CONCURRENCY", 8),
             lease_ttl_s=float(os.environ.get("MUSTER_LEASE_TTL_S", "10")),
             reconcile_interval_s=float(os.environ.get("MUSTER_RECONCILE_INTERVAL_S", "2")),

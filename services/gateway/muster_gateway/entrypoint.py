@@ -40,6 +40,7 @@ def run() -> None:
         host=settings.gateway_host,
         port=settings.gateway_port,
         lifespan="on",
+        loop="auto",  # uvloop: muster-runtime depends on it, as the other services' loop
         log_config=None,  # keep logs.configure's single-line format
         access_log=False,
         ws_max_size=TRANSPORT_MAX_BYTES,

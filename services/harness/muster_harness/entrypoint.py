@@ -2,8 +2,7 @@
 
 from __future__ import annotations
 
-import asyncio
-
+from muster_runtime import eventloop
 from muster_runtime.logs import configure
 from muster_runtime.settings import Settings
 
@@ -13,4 +12,4 @@ from muster_harness.bootstrap import build
 def run() -> None:
     configure("harness")
     harness = build(Settings.from_env())
-    asyncio.run(harness.app.run())
+    eventloop.run(harness.app.run())

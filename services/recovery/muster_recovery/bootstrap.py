@@ -83,7 +83,10 @@ def build(settings: Settings) -> Recovery:
         adapter=EVENT_MESSAGE,
         dispatch=dispatch,
         title="recovery-events",
-        description="Every recorded event; drives the barrier and cancellation cascades.",
+        description="Every recorded event; drives the barrier's backstop and cancellation cascades.",
+        # A backstop (the last child's worker settles the barrier, ADR 0011): polling the
+        # broker every few ms for it would cost CPU on every turn for nothing.
+        fetch_max_wait_ms=settings.recovery_fetch_max_wait_ms,
     )
     recovery = Recovery(settings=settings, broker=broker, app=FastStream(broker, lifespan=lifespan))
     return recovery

@@ -2,8 +2,7 @@
 
 from __future__ import annotations
 
-import asyncio
-
+from muster_runtime import eventloop
 from muster_runtime.logs import configure
 from muster_runtime.settings import Settings
 
@@ -12,4 +11,4 @@ from muster_recovery.bootstrap import build
 
 def run() -> None:
     configure("recovery")
-    asyncio.run(build(Settings.from_env()).app.run())
+    eventloop.run(build(Settings.from_env()).app.run())

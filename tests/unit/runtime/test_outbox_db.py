@@ -104,7 +104,7 @@ class Producer:
 async def test_a_unit_of_work_publishes_its_rows_after_commit_and_deletes_them(
     database: tuple[str, Pool],
 ) -> None:
-    url, pool = database
+    _, pool = database
     producer = Producer()
     dispatcher = dispatch.Dispatcher(producer, pool, flush_every_s=0)
     dispatch.install(dispatcher)
