@@ -56,7 +56,12 @@ def pending_tool_calls(messages: list[StoredMessage]) -> list[dict[str, Any]]:
     round_ = last_tool_round(messages)
     if round_ is None or not round_.tool_calls:
         return []
-    answered = {m.tool_call_id for m in messages if m.role == "TOOL" and m.seq > round_.seq}
+    answered: set[str | None] = set()
+    for m in reversed(messages):  # only the round's tail: O(round), not O(history)
+        if m.seq <= round_.seq:
+            break
+        if m.role == "TOOL":
+            answered.add(m.tool_call_id)
     return [call for call in round_.tool_calls if call["id"] not in answered]
 
 

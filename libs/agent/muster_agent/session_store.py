@@ -19,7 +19,7 @@ from muster_runtime import eventstore
 from muster_runtime.db import Connection, Pool
 from muster_runtime.unit_of_work import PostgresUnitOfWork
 
-from muster_agent.history import StoredMessage, pending_tool_calls
+from muster_agent.history import StoredMessage, pending_tool_calls, to_chat
 
 RUNNING_PHASES = ("RUNNING", "RESUMING")
 
@@ -41,6 +41,9 @@ class SessionState:
     # Loaded from the store (a crash may have left a tail to discard), rather than carried
     # forward by this runner from its own records (`advance`), which leave none.
     loaded: bool = True
+    # `messages` in the model's chat form, extended record by record (`advance`) instead of
+    # converted again at every step.
+    chat: tuple[dict[str, Any], ...] = ()
 
     @property
     def running(self) -> bool:
@@ -62,6 +65,7 @@ def advance(state: SessionState, version: int, events: Sequence[ev.DomainEvent])
     started = state.started_tool_calls
     phase = state.phase
     count = state.message_count
+    chat = state.chat
     for event in events:
         if isinstance(event, ev.MessageRecorded):
             calls = [call.model_dump(mode="json") for call in event.tool_calls] if event.tool_calls else None
@@ -69,6 +73,7 @@ def advance(state: SessionState, version: int, events: Sequence[ev.DomainEvent])
                 event.message_id, event.seq, event.role, event.content, calls, event.tool_call_id
             )
             messages = [*messages, message]
+            chat = (*chat, *to_chat([message]))
             count = max(count, event.seq)
         elif isinstance(event, ev.ToolCallStarted):
             started = started | {event.tool_call_id}
@@ -77,6 +82,7 @@ def advance(state: SessionState, version: int, events: Sequence[ev.DomainEvent])
         elif isinstance(event, ev.MessagesDiscarded):
             gone = set(event.message_ids)
             messages = [m for m in messages if m.message_id not in gone]
+            chat = tuple(to_chat(messages))
     return replace(
         state,
         messages=messages,
@@ -85,6 +91,7 @@ def advance(state: SessionState, version: int, events: Sequence[ev.DomainEvent])
         message_count=count,
         version=version + len(events),
         loaded=False,
+        chat=chat,
     )
 
 
@@ -130,6 +137,7 @@ async def load_state(conn: Connection | Pool, session_id: UUID) -> SessionState 
         message_count=row["message_count"],
         messages=messages,
         started_tool_calls=frozenset(row["started"] or ()),
+        chat=tuple(to_chat(messages)),
     )
 
 

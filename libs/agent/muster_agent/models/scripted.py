@@ -126,6 +126,6 @@ class ScriptedModel:
                     ToolCall(tool_call_id(request.session_id, user_index, k, i), name, args)
                     for i, (name, args) in enumerate(step.tool_calls)
                 )
-        prompt = "".join(message_text(m.get("content")) for m in messages)
+        prompt_chars = sum(len(message_text(m.get("content"))) for m in messages)
         completion = content + "".join(json.dumps(c.to_openai()) for c in calls)
-        return ModelReply(content, calls, Usage(_estimate_tokens(prompt), _estimate_tokens(completion)))
+        return ModelReply(content, calls, Usage((prompt_chars + 3) // 4, _estimate_tokens(completion)))
