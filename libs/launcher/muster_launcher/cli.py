@@ -36,7 +36,7 @@ def _parser() -> argparse.ArgumentParser:
         action="store_true",
         help="replay into scratch tables and compare them with the live ones; exit 1 if any differs",
     )
-    rebuild.add_argument("--batch", type=int, default=50_000, help="event positions projected per round trip")
+    rebuild.add_argument("--batch", type=int, default=10_000, help="event positions projected per round trip")
     return parser
 
 
