@@ -2,10 +2,13 @@
 
 N parent sessions; each parent turn delegates K children in one step and answers once they
 deliver; each child makes one write_file call and answers (scripted model, no delay). C parents
-are in flight at once (bench/workload.py). One cluster serves, in order: a warm-up; R passes of
-(the raw floors — Kafka round trip, PostgreSQL commit — then one run per C), reported as
-medians; the step-cost micro benchmark (bench/step_cost.py); the idle cluster's CPU; `muster
-rebuild --check` speed; and, given the peers' results, muster next to LangGraph and Celery.
+are in flight at once (bench/workload.py). R passes, each a run per C on a fresh cluster (a
+warm-up, the raw floors — Kafka round trip, PostgreSQL commit — then the run), reported as
+medians: the local broker keeps every record in memory and slows down as its topics grow, so
+runs on one long-lived cluster would measure the broker's backlog more than muster. The last
+cluster then serves the step-cost micro benchmark (bench/step_cost.py), the idle cluster's
+CPU and the `muster rebuild --check` speed; given the peers' results, muster is shown next to
+LangGraph and Celery.
 """
 
 from __future__ import annotations
@@ -34,17 +37,16 @@ def with_floor_ratios(run: dict[str, Any], floors: dict[str, float]) -> dict[str
     return run
 
 
-async def one_pass(cluster: BenchCluster, args: argparse.Namespace, index: int) -> dict[str, Any]:
+async def measured_run(cluster: BenchCluster, args: argparse.Namespace, c: int, index: int) -> dict[str, Any]:
+    """On a fresh cluster: a warm-up, the floors, then N turns at concurrency C."""
+    await workload(cluster, max(4, args.c // 2), args.k, min(args.c, 4), f"warmup-{index}-{c}")
     rtt = await kafka_round_trip_ms(cluster.ready["kafka"])
     commit = await postgres_commit_ms(cluster.ready["database"])
     floors = {"kafka_rtt_ms_p50": round(p50(rtt), 3), "pg_commit_ms_p50": round(p50(commit), 3)}
-    runs = []
-    for c in args.concurrency:
-        print(f"pass {index + 1}/{args.repeat}: N={args.n} K={args.k} C={c} ...", flush=True)
-        run = await workload(cluster, args.n, args.k, c, f"p{index}-c{c}")
-        runs.append(with_floor_ratios(run, floors))
-        print(f"  {run['turns_per_s']} turns/s, p50 {run['latency_ms']['p50']} ms", flush=True)
-    return {"floors": floors, "runs": runs}
+    print(f"pass {index + 1}/{args.repeat}: N={args.n} K={args.k} C={c} ...", flush=True)
+    run = await workload(cluster, args.n, args.k, c, f"p{index}-c{c}")
+    print(f"  {run['turns_per_s']} turns/s, p50 {run['latency_ms']['p50']} ms", flush=True)
+    return {"floors": floors, "run": with_floor_ratios(run, floors)}
 
 
 def above_idle(run: dict[str, Any], idle_pct: float) -> float:
@@ -65,35 +67,53 @@ def parse_instances(value: str) -> dict[str, int]:
     return {"harness": harness, "subagent-worker": worker}
 
 
+async def extras(cluster: BenchCluster, args: argparse.Namespace, result: dict[str, Any]) -> None:
+    """Step cost, idle CPU and rebuild speed, on the last cluster of the passes."""
+    if args.step_messages > 0:
+        print(f"step cost: building a {args.step_messages}-message session ...", flush=True)
+        result["step_cost"] = await step_cost.measure(cluster, args.step_messages)
+    if args.idle_s > 0:
+        print(f"idle: {args.idle_s:.0f} s without traffic ...", flush=True)
+        result["idle"] = await idle_cpu(cluster, args.idle_s)
+        for run in result["runs"]:
+            run["cpu_ms_per_turn_above_idle"] = above_idle(run, result["idle"]["cpu_pct_total"])
+    print("muster rebuild --check ...", flush=True)
+    result["rebuild"] = await rebuild_check(cluster)
+
+
 async def main(args: argparse.Namespace) -> dict[str, Any]:
     peers_dir = peers.resolve(args.peers)  # fail before a long run, not after it
-    with BenchCluster(instances=args.instances) as cluster:
-        print(f"cluster up: {cluster.ready['gateway']} (data {cluster.data_dir})", flush=True)
-        await workload(cluster, max(4, args.c // 2), args.k, min(args.c, 4), "warmup")
-        instances = {"configured": cluster.configured_instances(), "running": cluster.instance_counts()}
-        passes = [await one_pass(cluster, args, i) for i in range(args.repeat)]
-        floors = median_of([p["floors"] for p in passes])
-        runs = [with_floor_ratios(run, floors) for run in median_runs([p["runs"] for p in passes])]
-        result: dict[str, Any] = {
-            "workload": {"name": "fanout", "n": args.n, "k": args.k, "concurrency": args.concurrency},
-            "repeat": args.repeat,
-            "instances": instances,
-            "floors": floors,
-            "runs": runs,  # peers/table.py reads runs[].c, turns_per_s, latency_ms.p50, cpu_s_per_turn
-            "passes": passes,
-        }
-        if args.step_messages > 0:
-            print(f"step cost: building a {args.step_messages}-message session ...", flush=True)
-            result["step_cost"] = await step_cost.measure(cluster, args.step_messages)
-        if args.idle_s > 0:
-            print(f"idle: {args.idle_s:.0f} s without traffic ...", flush=True)
-            result["idle"] = await idle_cpu(cluster, args.idle_s)
-            for run in runs:
-                run["cpu_ms_per_turn_above_idle"] = above_idle(run, result["idle"]["cpu_pct_total"])
-        print("muster rebuild --check ...", flush=True)
-        result["rebuild"] = await rebuild_check(cluster)
+    passes: list[dict[str, Any]] = []
+    result: dict[str, Any] = {}
+    plan = [(index, c) for index in range(args.repeat) for c in args.concurrency]
+    for step, (index, c) in enumerate(plan):
+        with BenchCluster(instances=args.instances) as cluster:
+            print(f"cluster up: {cluster.ready['gateway']} (data {cluster.data_dir})", flush=True)
+            measured = await measured_run(cluster, args, c, index)
+            if index == len(passes):
+                passes.append({"floors": [], "runs": []})
+            passes[index]["floors"].append(measured["floors"])
+            passes[index]["runs"].append(measured["run"])
+            if step == len(plan) - 1:
+                for done in passes:
+                    done["floors"] = median_of(done["floors"])
+                floors = median_of([p["floors"] for p in passes])
+                runs = [with_floor_ratios(run, floors) for run in median_runs([p["runs"] for p in passes])]
+                result = {
+                    "workload": {"name": "fanout", "n": args.n, "k": args.k, "concurrency": args.concurrency},
+                    "repeat": args.repeat,
+                    "instances": {
+                        "configured": cluster.configured_instances(),
+                        "running": cluster.instance_counts(),
+                    },
+                    "floors": floors,
+                    "runs": runs,  # peers/table.py reads runs[].c, turns_per_s, latency_ms.p50, cpu_s_per_turn
+                    "passes": passes,
+                    "fresh_cluster_per_run": True,
+                }
+                await extras(cluster, args, result)
     if peers_dir is not None:
-        result["peers"] = peers.compare(peers_dir, runs, floors)
+        result["peers"] = peers.compare(peers_dir, result["runs"], result["floors"])
     result["machine"] = {"cpu_count": os.cpu_count(), "platform": platform.platform()}
     result["time"] = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
     return result
@@ -106,7 +126,7 @@ def cli() -> argparse.Namespace:
     parser.add_argument("--concurrency", type=int, nargs="+", default=[16, 1], help="C values, one run each")
     parser.add_argument("--c", type=int, default=16, help="warm-up concurrency")
     parser.add_argument(
-        "--repeat", type=int, default=3, help="passes over the same cluster; medians reported"
+        "--repeat", type=int, default=3, help="passes (a fresh cluster per run); medians reported"
     )
     parser.add_argument(
         "--idle-s", type=float, default=30.0, help="seconds of idle CPU measurement (0: skip)"
