@@ -1,9 +1,10 @@
 """The unit of work: one decision, one transaction (cosmicpython's `unit_of_work.py`).
 
-`async with uow as work:` opens the transaction; inside, the decision locks what it decides
-on (`lock_session`), appends events naming the version it read (`append`: projections and
-the outbox row go with it) and sends the commands it causes (`send`). Leaving the block
-commits; an exception rolls everything back. After the commit, the outbox rows written are
+`async with uow as work:` holds a decision; inside, it locks what it decides on
+(`lock_session`), appends events naming the version it read (`append`: projections and the
+outbox row go with it) and sends the commands it causes (`send`), or makes the whole
+decision in one statement (`append_if_current`). Leaving the block commits; an exception
+rolls everything back. After the commit, the outbox rows written are
 published by this process at once (`dispatch`), the relay being the fallback.
 
 `PostgresUnitOfWork` is the real one; `InMemoryUnitOfWork` (`memory_uow.py`) keeps the same
