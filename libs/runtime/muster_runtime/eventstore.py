@@ -177,21 +177,47 @@ async def record_if_current(
     return Recorded("current", head["base_version"], head["phase"], stored)
 
 
+def recorded_event(
+    *,
+    event_id: UUID,
+    position: int,
+    stream_id: str,
+    stream_version: int,
+    type: str,
+    schema_version: int,
+    payload: dict[str, Any],
+    metadata: dict[str, Any],
+    recorded_at: datetime,
+) -> dict[str, Any]:
+    """The `muster.events` record of a stored event (`RecordedEvent`): what the writer
+    publishes after commit and what the relay publishes from the store are the same."""
+    return {
+        "kind": "event",
+        "event_id": str(event_id),
+        "position": position,
+        "stream_id": stream_id,
+        "stream_version": stream_version,
+        "type": type,
+        "schema_version": schema_version,
+        "payload": payload,
+        "metadata": metadata,
+        "recorded_at": recorded_at.isoformat(),
+    }
+
+
 def published_value(stored: StoredEvent, payload: dict[str, Any]) -> bytes:
-    """The `muster.events` record of a stored event (`RecordedEvent`), as the relay sends it."""
     return json.dumps(
-        {
-            "kind": "event",
-            "event_id": str(stored.event_id),
-            "position": stored.position,
-            "stream_id": stored.stream_id,
-            "stream_version": stored.stream_version,
-            "type": stored.type,
-            "schema_version": stored.event.schema_version,
-            "payload": payload,
-            "metadata": stored.metadata,
-            "recorded_at": stored.recorded_at.isoformat(),
-        }
+        recorded_event(
+            event_id=stored.event_id,
+            position=stored.position,
+            stream_id=stored.stream_id,
+            stream_version=stored.stream_version,
+            type=stored.type,
+            schema_version=stored.event.schema_version,
+            payload=payload,
+            metadata=stored.metadata,
+            recorded_at=stored.recorded_at,
+        )
     ).encode()
 
 

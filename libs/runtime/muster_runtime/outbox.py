@@ -14,6 +14,7 @@ from muster_contracts.envelope import Envelope
 
 from muster_runtime import dispatch
 from muster_runtime.db import Connection, Pool
+from muster_runtime.eventstore import recorded_event
 
 log = logging.getLogger("muster.outbox")
 
@@ -54,18 +55,17 @@ async def enqueue(conn: Connection, topic: str, key: str, message: Envelope) -> 
 
 
 def _event_message(row: Any) -> dict[str, Any]:
-    return {
-        "kind": "event",
-        "event_id": str(row["event_id"]),
-        "position": row["event_position"],
-        "stream_id": row["stream_id"],
-        "stream_version": row["stream_version"],
-        "type": row["type"],
-        "schema_version": row["schema_version"],
-        "payload": row["event_payload"],
-        "metadata": row["metadata"],
-        "recorded_at": row["recorded_at"].isoformat(),
-    }
+    return recorded_event(
+        event_id=row["event_id"],
+        position=row["event_position"],
+        stream_id=row["stream_id"],
+        stream_version=row["stream_version"],
+        type=row["type"],
+        schema_version=row["schema_version"],
+        payload=row["event_payload"],
+        metadata=row["metadata"],
+        recorded_at=row["recorded_at"],
+    )
 
 
 STALLED = """

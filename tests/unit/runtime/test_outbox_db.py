@@ -17,6 +17,7 @@ from muster_runtime.db import Pool, create_pool
 from muster_runtime.unit_of_work import PostgresUnitOfWork
 
 from tests.databases import fresh_database_url
+from tests.unit.runtime.fakes import Producer
 
 
 @pytest.fixture
@@ -83,22 +84,6 @@ async def test_a_standby_drains_what_a_hung_leader_holds_back(database: tuple[st
     finally:
         await hung.close()
     assert ids(published) == sent
-
-
-class Producer:
-    """Stands in for the Kafka producer: acknowledges every record at once, or fails."""
-
-    def __init__(self, fail: bool = False) -> None:
-        self.sent: list[bytes] = []
-        self.fail = fail
-
-    async def send(self, topic: str, value: bytes, key: bytes) -> asyncio.Future[None]:
-        if self.fail:
-            raise ConnectionError("broker unreachable")
-        self.sent.append(value)
-        done: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-        done.set_result(None)
-        return done
 
 
 async def test_a_unit_of_work_publishes_its_rows_after_commit_and_deletes_them(

@@ -91,9 +91,9 @@ def _parse_step(index: int, raw: Any) -> _Step:
     return _Step(tuple(calls), content, float(delay), None if fail is None else str(fail))
 
 
-def _estimate_tokens(text: str) -> int:
+def _estimate_tokens(chars: int) -> int:
     # A stable, cheap stand-in for a tokenizer: about four characters per token.
-    return (len(text) + 3) // 4
+    return (chars + 3) // 4
 
 
 class ScriptedModel:
@@ -128,4 +128,5 @@ class ScriptedModel:
                 )
         prompt_chars = sum(len(message_text(m.get("content"))) for m in messages)
         completion = content + "".join(json.dumps(c.to_openai()) for c in calls)
-        return ModelReply(content, calls, Usage((prompt_chars + 3) // 4, _estimate_tokens(completion)))
+        usage = Usage(_estimate_tokens(prompt_chars), _estimate_tokens(len(completion)))
+        return ModelReply(content, calls, usage)
