@@ -25,6 +25,7 @@ from muster_runtime import eventstore
 from muster_runtime.db import Pool
 from muster_subagent_worker.handlers import WorkerDeps, run_execution
 
+from tests.databases import uows
 from tests.unit.recovery.builders import (
     assistant,
     delegate_call,
@@ -42,8 +43,8 @@ class NoModel:
 
 
 async def run(pool: Pool, tmp_path: Path, eid: UUID, model: Any) -> None:
-    row = await execution(pool, eid)
-    loop = LoopDeps(pool=pool, model=model, agents=AgentRegistry.load(), workspaces=tmp_path, on_close=finish_execution)
+    row = await execution(uows(pool), eid)
+    loop = LoopDeps(uows=uows(pool), model=model, agents=AgentRegistry.load(), workspaces=tmp_path, on_close=finish_execution)
     runners = Runners(pool, f"worker-{uuid4()}", 10.0)
     command = RunExecution(execution_id=eid, child_session_id=row["child_session_id"],
                            parent_session_id=row["parent_session_id"])
@@ -56,29 +57,29 @@ async def run(pool: Pool, tmp_path: Path, eid: UUID, model: Any) -> None:
 async def test_a_recorded_final_answer_is_delivered_without_a_new_model_call(
     pool: Pool, tmp_path: Path, phase_recorded: bool
 ) -> None:
-    parent, (eid,) = await delegating_parent(pool, ["c"])
-    child = (await execution(pool, eid))["child_session_id"]
+    parent, (eid,) = await delegating_parent(uows(pool), ["c"])
+    child = (await execution(uows(pool), eid))["child_session_id"]
     answer = assistant(0, [], content="the original answer")
-    await record(pool, child, lambda seq: [
+    await record(uows(pool), child, lambda seq: [
         answer.model_copy(update={"seq": seq}),
         *([ev.SessionPhaseChanged(phase="COMPLETED")] if phase_recorded else []),
     ])
     await run(pool, tmp_path, eid, NoModel())
-    row = await execution(pool, eid)
+    row = await execution(uows(pool), eid)
     assert (row["status"], row["result"], row["final_message_id"]) == (
         "COMPLETED", "the original answer", answer.message_id)
     # The worker settled the barrier in the transaction that finished the last child:
     # delivered and resumed already, so recovery finds nothing left to do.
     assert row["delivery_status"] == "DELIVERED"
     assert len(await outbox_commands(pool, "ResumeSession", "session_id", parent)) == 1
-    assert await settle(pool, parent) == 0
+    assert await settle(uows(pool), parent) == 0
     (tool,) = await pool.fetch("SELECT content FROM messages WHERE session_id = $1 AND role = 'TOOL'", parent)
     assert json.loads(tool["content"])["result"] == "the original answer"
 
 
 async def test_an_execution_whose_child_phase_was_never_set_still_runs(pool: Pool, tmp_path: Path) -> None:
-    parent = await running_session(pool)
-    await record(pool, parent, lambda seq: [assistant(seq, [delegate_call("c")])])
+    parent = await running_session(uows(pool))
+    await record(uows(pool), parent, lambda seq: [assistant(seq, [delegate_call("c")])])
     eid = execution_id_for(parent, "c")
     child, task = uuid4(), uuid4()
     async with pool.acquire() as conn, conn.transaction():  # created, then killed: no phase
@@ -94,7 +95,7 @@ async def test_an_execution_whose_child_phase_was_never_set_still_runs(pool: Poo
         )])
     assert await pool.fetchval("SELECT phase FROM sessions WHERE session_id = $1", child) is None
     await run(pool, tmp_path, eid, ScriptedModel())
-    row = await execution(pool, eid)
+    row = await execution(uows(pool), eid)
     assert (row["status"], row["result"]) == ("COMPLETED", "ok")
     assert await pool.fetchval("SELECT phase FROM sessions WHERE session_id = $1", child) == "COMPLETED"
 
@@ -109,16 +110,16 @@ class Answers:
 async def test_the_last_child_to_finish_settles_the_barrier_in_its_own_transaction(
     pool: Pool, tmp_path: Path
 ) -> None:
-    parent, (first, second) = await delegating_parent(pool, ["a", "b"])
+    parent, (first, second) = await delegating_parent(uows(pool), ["a", "b"])
     await run(pool, tmp_path, first, Answers())
-    assert (await execution(pool, first))["delivery_status"] == "PENDING"  # a sibling still runs
+    assert (await execution(uows(pool), first))["delivery_status"] == "PENDING"  # a sibling still runs
     assert await outbox_commands(pool, "ResumeSession", "session_id", parent) == []
     await run(pool, tmp_path, second, Answers())
-    rows = [await execution(pool, eid) for eid in (first, second)]
+    rows = [await execution(uows(pool), eid) for eid in (first, second)]
     assert [(r["status"], r["delivery_status"]) for r in rows] == [("COMPLETED", "DELIVERED")] * 2
     tools = await pool.fetch(
         "SELECT tool_call_id FROM messages WHERE session_id = $1 AND role = 'TOOL' ORDER BY seq", parent
     )
     assert [t["tool_call_id"] for t in tools] == ["a", "b"]  # in tool-call order
     assert len(await outbox_commands(pool, "ResumeSession", "session_id", parent)) == 1
-    assert await settle(pool, parent) == 0  # recovery, reacting afterwards, finds it done
+    assert await settle(uows(pool), parent) == 0  # recovery, reacting afterwards, finds it done
