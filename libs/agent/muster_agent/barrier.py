@@ -80,8 +80,9 @@ async def _deliver(uow: AbstractUnitOfWork, parent: Row, executions: list[Row]) 
                 message_id=tool_message_id,
                 seq=seq,
                 role="TOOL",
-                content=execution_result(execution),
+                content=execution_result(execution, await _completed_rounds(uow, execution)),
                 tool_call_id=execution["parent_tool_call_id"],
+                source_session_id=execution["child_session_id"],
             )
         )
         parent_events.append(await _settle_one(uow, execution, "DELIVERED", tool_message_id))
@@ -99,6 +100,16 @@ async def _deliver(uow: AbstractUnitOfWork, parent: Row, executions: list[Row]) 
         )
     log.info("parent_recovery_start parent=%s results=%d", parent_id, len(executions))
     return len(executions)
+
+
+async def _completed_rounds(uow: AbstractUnitOfWork, execution: Row) -> int | None:
+    """For a follow-up: how many of the child's runs completed, this one included."""
+    if execution["invocation_type"] != "FOLLOWUP":
+        return None
+    runs = await uow.runs_of(execution["child_session_id"])
+    this_round: int = execution["round"]
+    completed: int = sum(run["status"] == "COMPLETED" for run in runs if run["round"] <= this_round)
+    return completed
 
 
 async def _suppress(uow: AbstractUnitOfWork, parent: Row, executions: list[Row]) -> int:

@@ -144,7 +144,7 @@ class Delegator:
         if child["phase"] in (*store.RUNNING_PHASES, "CANCELLING"):
             raise DelegationRefused(STILL_RUNNING.format(child_ref))
         agent_type = self._agent_type(child["agent_type"])
-        runs = await uow.count_runs(child["session_id"])
+        runs = len(await uow.runs_of(child["session_id"]))
         task_message_id = uuid4()
         # A child cancelled mid-round has open calls: they are answered before the new task.
         closing = await store.answer_open_calls(uow, child["session_id"], child["message_count"] + 1)

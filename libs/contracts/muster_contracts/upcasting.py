@@ -1,7 +1,7 @@
 """Turn a stored `(type, schema_version, payload)` into the current event model.
 
 Published events are never rewritten; older versions are upgraded on read, one step at a
-time, by the functions registered here (none yet: every event is at version 1).
+time, by the functions registered here.
 """
 
 from __future__ import annotations
@@ -14,7 +14,10 @@ from muster_contracts.events import EVENT_TYPES, DomainEvent
 Upcaster = Callable[[dict[str, Any]], dict[str, Any]]
 
 # (type, from_version) -> function producing the payload of from_version + 1
-UPCASTERS: dict[tuple[str, int], Upcaster] = {}
+UPCASTERS: dict[tuple[str, int], Upcaster] = {
+    # v2: a delivered TOOL result names its child session; nothing recorded before did.
+    ("MessageRecorded", 1): lambda payload: {**payload, "source_session_id": None},
+}
 
 
 class UnknownEventType(ValueError):

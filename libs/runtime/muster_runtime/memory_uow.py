@@ -211,8 +211,11 @@ class InMemoryUnitOfWork(AbstractUnitOfWork):
         ]
         return sorted(runs, key=lambda e: (e["started_at"], e["execution_id"]))
 
-    async def count_runs(self, child_session_id: UUID) -> int:
-        return sum(e["child_session_id"] == child_session_id for e in self._tables.executions.values())
+    async def runs_of(self, child_session_id: UUID) -> list[Row]:
+        runs = [
+            dict(e) for e in self._tables.executions.values() if e["child_session_id"] == child_session_id
+        ]
+        return sorted(runs, key=lambda e: e["round"])
 
     async def lease_live(self, resource_id: str, now: datetime) -> bool | None:
         held = self._work.leases.get(resource_id)

@@ -194,11 +194,11 @@ class PostgresUnitOfWork(AbstractUnitOfWork):
         rows = await conn.fetch(UNDELIVERED + (" FOR UPDATE" if lock else ""), parent_session_id)
         return [dict(r) for r in rows]
 
-    async def count_runs(self, child_session_id: UUID) -> int:
-        count: int = await self._reader().fetchval(
-            "SELECT count(*) FROM executions WHERE child_session_id = $1", child_session_id
+    async def runs_of(self, child_session_id: UUID) -> list[Row]:
+        rows = await self._reader().fetch(
+            "SELECT * FROM executions WHERE child_session_id = $1 ORDER BY round", child_session_id
         )
-        return count
+        return [dict(r) for r in rows]
 
     async def lease_live(self, resource_id: str, now: datetime) -> bool | None:
         live: bool | None = await self._reader().fetchval(

@@ -164,8 +164,8 @@ class AbstractUnitOfWork(abc.ABC):
         start time, locked until commit unless `lock` is False."""
 
     @abc.abstractmethod
-    async def count_runs(self, child_session_id: UUID) -> int:
-        """How many executions ran the child session (a follow-up is the next round)."""
+    async def runs_of(self, child_session_id: UUID) -> list[Row]:
+        """The executions that ran the child session, by round (a follow-up is the next)."""
 
     @abc.abstractmethod
     async def lease_live(self, resource_id: str, now: datetime) -> bool | None:

@@ -5,7 +5,7 @@ from uuid import UUID
 
 import pytest
 from muster_contracts import upcasting
-from muster_contracts.events import EVENT_TYPES, DomainEvent, SessionPhaseChanged
+from muster_contracts.events import EVENT_TYPES, DomainEvent, MessageRecorded, SessionPhaseChanged
 
 
 def test_current_version_loads_as_is() -> None:
@@ -41,3 +41,10 @@ def test_older_versions_are_upcast_step_by_step(monkeypatch: pytest.MonkeyPatch)
 def test_unknown_type_is_refused() -> None:
     with pytest.raises(upcasting.UnknownEventType):
         upcasting.load_event("NoSuchEvent", 1, {"id": str(UUID(int=1))})
+
+
+def test_a_v1_message_reads_as_v2_without_a_source_session() -> None:
+    payload = {"message_id": str(UUID(int=7)), "seq": 3, "role": "TOOL", "content": "{}", "tool_call_id": "c"}
+    event = upcasting.load_event("MessageRecorded", 1, payload)
+    assert isinstance(event, MessageRecorded)
+    assert (event.schema_version, event.source_session_id, event.tool_call_id) == (2, None, "c")
