@@ -11,12 +11,13 @@ from datetime import datetime
 from functools import partial
 
 from muster_agent.barrier import settle
+from muster_agent.stopping import DEADLINE_PASSED, stop_execution
 from muster_contracts.commands import ProcessSession
 from muster_runtime import topics
 from muster_runtime.db import Pool
 from muster_runtime.postgres_uow import PostgresUnitOfWork
 
-from muster_recovery.cascade import cancel_children, stop_execution
+from muster_recovery.cascade import cancel_children
 from muster_recovery.takeover import take_over_execution, take_over_session
 
 log = logging.getLogger("muster.recovery")
@@ -145,9 +146,7 @@ async def reconcile_executions(
     for parent in abandoned:
         await cancel_children(uows, parent)
     for execution_id in expired:
-        await stop_execution(
-            uows, execution_id, status="FAILED", error="timed out: the execution passed its deadline"
-        )
+        await stop_execution(uows, execution_id, status="FAILED", error=DEADLINE_PASSED)
     for parent in parents:
         await settle(uows, parent)
 

@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from uuid import UUID
 
 from muster_agent import session_store as store
 from muster_agent.loop import LoopDeps, run_until_idle
 from muster_agent.runners import Runners
+from muster_agent.stopping import DEADLINE_PASSED, stop_execution
 from muster_contracts import events as ev
 from muster_contracts.commands import CancelExecution, RunExecution
 from muster_runtime.unit_of_work import AbstractUnitOfWork
@@ -53,8 +56,22 @@ async def run_execution(cmd: RunExecution, deps: WorkerDeps) -> None:
         execution["recoveries"],
     )
 
+    deadline: datetime = execution["deadline_at"]
+
     async def body() -> None:
-        outcome = await run_until_idle(deps.loop, child)
+        # The deadline is absolute: the run is interrupted there, so no model call and no
+        # tool starts after it, and the execution fails at once rather than after the grace
+        # (recovery's scan still fails it then, whatever this worker is doing).
+        budget = max(0.0, (deadline - datetime.now(UTC)).total_seconds())
+        try:
+            async with asyncio.timeout(budget) as limit:
+                outcome = await run_until_idle(deps.loop, child)
+        except TimeoutError:
+            if not limit.expired():
+                raise
+            stopped = await stop_execution(deps.loop.uows, key, status="FAILED", error=DEADLINE_PASSED)
+            log.info("execution_deadline_passed execution=%s child=%s stopped=%s", key, child, stopped)
+            return
         log.info("execution_run_end execution=%s outcome=%s", key, outcome)
 
     deps.runners.start(key, body)

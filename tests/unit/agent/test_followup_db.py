@@ -9,8 +9,8 @@ from uuid import uuid4
 from muster_agent import session_store as store
 from muster_agent.agents import AgentRegistry
 from muster_agent.delegation import Delegator
+from muster_agent.stopping import stop_execution
 from muster_contracts import events as ev
-from muster_recovery.cascade import stop_execution
 from muster_runtime.db import Pool
 
 from tests.databases import uows

@@ -76,3 +76,9 @@ async def events_of(pool: Pool, stream: UUID, type_: str) -> list[Any]:
     return list(await pool.fetch(
         "SELECT payload FROM events WHERE stream_id = $1 AND type = $2 ORDER BY position", str(stream), type_
     ))
+
+
+async def finished_unsettled(uows: UnitOfWorkFactory, execution_id: UUID, error: str) -> None:
+    """The execution failed, its barrier not settled: what recovery finds after a crash."""
+    async with uows() as uow:
+        await uow.append(str(execution_id), [ev.ExecutionFinished(status="FAILED", error=error)], expected_version=None)

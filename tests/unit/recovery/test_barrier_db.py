@@ -10,12 +10,12 @@ from typing import Any
 
 from muster_agent.barrier import settle
 from muster_contracts import events as ev
-from muster_recovery.cascade import cancel_children, stop_execution
+from muster_recovery.cascade import cancel_children
 from muster_runtime.db import Pool, create_pool
 
 from tests.databases import uows
 
-from .builders import delegating_parent, execution, outbox_commands
+from .builders import delegating_parent, execution, finished_unsettled, outbox_commands
 
 
 async def tool_results(pool: Pool, parent: Any) -> list[Any]:
@@ -28,7 +28,7 @@ async def test_two_instances_settling_at_once_deliver_once_in_tool_call_order(po
     parent, executions = await delegating_parent(uows(pool), ["first", "second", "third"])
     # Children finish in the opposite order of their tool calls (acceptance 10).
     for eid in reversed(executions):
-        assert await stop_execution(uows(pool), eid, status="FAILED", error=f"failed {eid}")
+        await finished_unsettled(uows(pool), eid, f"failed {eid}")
     other: Any = await create_pool(database_url)
     try:
         settled = await asyncio.gather(*(settle(uows(p), parent) for p in (pool, other) * 5))
@@ -45,11 +45,11 @@ async def test_two_instances_settling_at_once_deliver_once_in_tool_call_order(po
 
 async def test_a_parent_waits_for_every_child(pool: Pool) -> None:
     parent, (done, running) = await delegating_parent(uows(pool), ["done", "running"])
-    await stop_execution(uows(pool), done, status="FAILED", error="boom")
+    await finished_unsettled(uows(pool), done, "boom")
     assert await settle(uows(pool), parent) == 0
     assert await tool_results(pool, parent) == []
     assert (await execution(uows(pool), done))["delivery_status"] == "PENDING"
-    await stop_execution(uows(pool), running, status="FAILED", error="boom too")
+    await finished_unsettled(uows(pool), running, "boom too")
     assert await settle(uows(pool), parent) == 2
 
 

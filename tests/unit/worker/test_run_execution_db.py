@@ -4,6 +4,7 @@ was never set is still run (acceptance 9)."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -19,6 +20,7 @@ from muster_agent.loop import LoopDeps
 from muster_agent.models.base import ModelReply, ModelRequest, Usage
 from muster_agent.models.scripted import ScriptedModel
 from muster_agent.runners import Runners
+from muster_agent.stopping import DEADLINE_PASSED
 from muster_contracts import events as ev
 from muster_contracts.commands import RunExecution
 from muster_runtime import eventstore
@@ -123,3 +125,36 @@ async def test_the_last_child_to_finish_settles_the_barrier_in_its_own_transacti
     assert [t["tool_call_id"] for t in tools] == ["a", "b"]  # in tool-call order
     assert len(await outbox_commands(pool, "ResumeSession", "session_id", parent)) == 1
     assert await settle(uows(pool), parent) == 0  # recovery, reacting afterwards, finds it done
+
+
+class Thinking:
+    """A model still thinking when the deadline passes: its answer must never be recorded."""
+
+    def __init__(self) -> None:
+        self.calls = 0
+
+    async def complete(self, request: ModelRequest) -> ModelReply:
+        self.calls += 1
+        await asyncio.Event().wait()
+        raise AssertionError("unreachable")
+
+
+async def test_the_worker_stops_a_run_at_its_deadline_and_fails_it_at_once(pool: Pool, tmp_path: Path) -> None:
+    # The delegator's clock is an hour behind: the deadline falls a moment from now.
+    def behind() -> datetime:
+        return datetime.now(UTC) - timedelta(seconds=3600 - 0.5)
+
+    parent, (eid,) = await delegating_parent(uows(pool), ["late"], clock=behind)
+    model = Thinking()
+    await run(pool, tmp_path, eid, model)  # returns once the run ended: at the deadline
+    row = await execution(uows(pool), eid)
+    assert (row["status"], row["error"]) == ("FAILED", DEADLINE_PASSED)
+    assert row["ended_at"] >= row["deadline_at"]
+    assert model.calls == 1
+    child = row["child_session_id"]
+    assert await pool.fetchval("SELECT phase FROM sessions WHERE session_id = $1", child) == "CANCELLED"
+    roles = [r["role"] for r in await pool.fetch("SELECT role FROM messages WHERE session_id = $1", child)]
+    assert roles == ["USER"]  # the answer of the interrupted call was never recorded
+    # The last child ended, so the parent has its failure result already.
+    (tool,) = await pool.fetch("SELECT content FROM messages WHERE session_id = $1 AND role = 'TOOL'", parent)
+    assert json.loads(tool["content"])["result"] == DEADLINE_PASSED
