@@ -207,6 +207,22 @@ class FileChanged(DomainEvent):
     note: str | None = None
 
 
+class CompactionRecorded(DomainEvent):
+    """The session's messages up to `boundary_seq` (`boundary_message_id`) are summarised
+    by `summary`: from now on the model sees the summary and the messages after the
+    boundary. Messages stay stored; only the model's context shrinks. `at_seq` is the
+    session's message count when it was recorded (usage reported before it is stale)."""
+
+    type: Literal["CompactionRecorded"] = "CompactionRecorded"
+    boundary_message_id: UUID
+    boundary_seq: int
+    summary: str
+    messages_compacted: int
+    tokens_before: int
+    tokens_after: int
+    at_seq: int
+
+
 AnyEvent = Annotated[
     SessionCreated
     | UserMessageQueued
@@ -221,7 +237,8 @@ AnyEvent = Annotated[
     | ExecutionDelivered
     | SubagentSessionCreated
     | ExecutionStatusChanged
-    | FileChanged,
+    | FileChanged
+    | CompactionRecorded,
     Field(discriminator="type"),
 ]
 EVENTS: TypeAdapter[DomainEvent] = TypeAdapter(AnyEvent)
@@ -242,5 +259,6 @@ EVENT_TYPES: dict[str, type[DomainEvent]] = {
         SubagentSessionCreated,
         ExecutionStatusChanged,
         FileChanged,
+        CompactionRecorded,
     )
 }

@@ -148,3 +148,8 @@ class ExecutionList(BaseModel):
 
 class Health(BaseModel):
     status: str
+
+
+class CompactionAccepted(BaseModel):
+    accepted: bool
+    commandId: str
