@@ -1,0 +1,119 @@
+"""Hostile WebSocket frames against the running system (hypothesis).
+
+alice's socket receives generated frames: known and random types, ids of every JSON type,
+nested values, wrong field types, unicode (lone surrogates and NUL included), sizes up to
+4 MiB, binary and non-JSON frames, and session ids that are hers, bob's or nobody's.
+Required, frame by frame: exactly one reply (`ack`, `pong` or `error`) echoing the frame's
+id; every error a §7 code and never `internal`; the socket never closed by the server; no
+ack for anything naming bob's session. Afterwards: bob's session and stream are untouched,
+and no service exited (`stable_services`).
+"""
+
+from __future__ import annotations
+
+import json
+import time
+import uuid
+from typing import Any
+
+import httpx
+import pytest
+from hypothesis import HealthCheck, Phase, given, settings
+from hypothesis import strategies as st
+from websockets.exceptions import ConnectionClosed
+from websockets.sync.client import ClientConnection, connect
+
+from .fuzz_strategies import raw_frames
+from .fuzz_support import Tally, budget, check_error_body
+from .wsclient import TERMINAL, script
+
+pytestmark = [pytest.mark.e2e, pytest.mark.fuzz]
+REPLY_TYPES = ("ack", "error", "pong")
+TARGETED = ("send_message", "cancel", "subscribe", "unsubscribe", "create_side_session",
+            "answer_approval", "answer_question", "tool_result")
+
+
+def _reply(ws: ClientConnection, timeout: float = 30) -> dict[str, Any]:
+    """The next ack/pong/error; events of alice's own sessions (she creates many) are skipped."""
+    deadline = time.monotonic() + timeout
+    while True:
+        frame = json.loads(ws.recv(timeout=max(deadline - time.monotonic(), 0.01)))
+        if frame.get("type") in REPLY_TYPES and "position" not in frame:
+            return dict(frame)
+
+
+def _echoed(sent: Any, reply: dict[str, Any]) -> bool:
+    """An object frame's `id` comes back as sent (compared as JSON: NaN is not == NaN)."""
+    if not isinstance(sent, dict) or sent.get("id") is None:
+        return "id" not in reply
+    return json.dumps(sent["id"], sort_keys=True) == json.dumps(reply.get("id"), sort_keys=True)
+
+
+def _bobs_view(cluster, session_id: str) -> dict[str, Any]:  # type: ignore[no-untyped-def]
+    """What bob sees of his session over REST."""
+    headers = {"Authorization": f"Bearer {cluster.tokens['bob']}"}
+    base = f"{cluster.gateway_url}/v1/sessions/{session_id}"
+    session = httpx.get(base, headers=headers, timeout=15)
+    messages = httpx.get(base + "/messages", params={"rounds": 1000}, headers=headers, timeout=15)
+    assert session.status_code == messages.status_code == 200, (session.text, messages.text)
+    return {"session": session.json(), "messages": messages.json()}
+
+
+def _bobs_finished_session(cluster) -> str:  # type: ignore[no-untyped-def]
+    with connect(f"{cluster.ws_url}?token={cluster.tokens['bob']}") as ws:
+        ws.send(json.dumps({"type": "create_session", "id": "b", "data": {"content": script({"content": "bob's"})}}))
+        session_id = str(_reply(ws)["data"]["sessionId"])
+        while True:  # the creating socket is subscribed: wait for the turn's end event
+            event = json.loads(ws.recv(timeout=60))
+            if event.get("type") == "session_status" and event["data"]["phase"] in TERMINAL:
+                return session_id
+
+
+@pytest.mark.usefixtures("stable_services")
+def test_websocket_survives_hostile_frames(cluster) -> None:  # type: ignore[no-untyped-def]
+    tally = Tally("websocket (hypothesis)", "frames")
+    bob_session = _bobs_finished_session(cluster)
+    bob_before = _bobs_view(cluster, bob_session)
+    url = f"{cluster.ws_url}?token={cluster.tokens['alice']}"
+    with connect(url, max_size=16 * 1024 * 1024) as ws:
+        ws.send(json.dumps({"type": "create_session", "id": "own", "data": {}}))
+        own_session = str(_reply(ws)["data"]["sessionId"])
+        ids = st.sampled_from([own_session, bob_session, str(uuid.uuid4())])
+        examples = budget(bounded=1500, full=10_500)
+
+        # No shrinking: a violation may leave the socket closed, so shrinking would only
+        # replay that; the first failing frame is reported as it was generated.
+        @settings(max_examples=examples, deadline=None, database=None, phases=(Phase.explicit, Phase.generate),
+                  suppress_health_check=list(HealthCheck))
+        @given(frame=raw_frames(ids))
+        def run(frame: tuple[Any, str | bytes]) -> None:
+            parsed, raw = frame
+            where = repr(raw[:200])
+            try:
+                ws.send(raw)
+                reply = _reply(ws)
+            except ConnectionClosed as exc:
+                tally.violation("socket closed by the server", f"{where}: {exc}")
+                raise
+            except TimeoutError:
+                tally.violation("no reply", where)
+                raise
+            tally.tried += 1
+            if reply["type"] == "error":
+                check_error_body(reply.get("data"), where, tally)
+            if not _echoed(parsed, reply):
+                tally.violation("id not echoed", f"{where} -> {reply.get('id')!r}")
+            if (reply["type"] == "ack" and isinstance(parsed, dict) and parsed.get("sessionId") == bob_session
+                    and parsed.get("type") in TARGETED):
+                tally.violation("cross-user ack", f"{where} -> {reply}")
+
+        started = time.perf_counter()
+        run()
+        took = time.perf_counter() - started
+        ws.send(json.dumps({"type": "ping", "id": "last"}))
+        assert _reply(ws) == {"type": "pong", "id": "last"}  # still open, still answering
+    if _bobs_view(cluster, bob_session) != bob_before:
+        tally.violation("cross-user effect", "bob's session or messages changed")
+    print(f"\n{tally.report()} ({took:.0f}s)")
+    assert tally.tried >= examples, tally.summary()
+    assert not tally.violations, tally.report()
