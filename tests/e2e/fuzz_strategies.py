@@ -27,27 +27,64 @@ values = st.recursive(leaves, lambda inner: st.lists(inner, max_size=4)
                       | st.dictionaries(text, inner, max_size=4), max_leaves=12)
 
 
+# Integers at the edges of the types behind the API: int32 (seq), int64 (positions), beyond.
+EDGE_INTS = st.sampled_from([-1, 0, 1, 2**31 - 1, 2**31, 2**53 + 1, 2**63 - 1, 2**63, 2**64, 2**70])
+WORDS = st.sampled_from(["approve", "deny", "none", "summary", "fork", "auto", "ask", "read_only", "CLOUD",
+                         "LOCAL", "general", "coder", "nope", "#script {\"steps\": [{\"content\": \"ok\"}]}"])
+
+
 def _data(ids: st.SearchStrategy[str]) -> st.SearchStrategy[Any]:
-    field_value = values | ids | st.integers(min_value=-1, max_value=2**63) | st.sampled_from(
-        ["approve", "deny", "none", "summary", "fork", "auto", "ask", "read_only", "CLOUD", "LOCAL",
-         "#script {\"steps\": [{\"content\": \"ok\"}]}"])
-    return st.dictionaries(st.sampled_from(FIELDS) | text, field_value, max_size=5) | values
+    field_value = st.one_of(values, ids, EDGE_INTS, EDGE_INTS, WORDS, text)
+    # Mostly the protocol's own field names, so values reach the validators behind them.
+    keys = st.one_of(st.sampled_from(FIELDS), st.sampled_from(FIELDS), text)
+    return st.one_of(st.dictionaries(keys, field_value, max_size=5), st.dictionaries(keys, field_value, max_size=5),
+                     values)
+
+
+# The fields each client frame type takes (DESIGN §7), so a typed frame reaches the
+# validators and handlers behind the envelope with one hostile value among valid ones.
+TYPE_FIELDS = {
+    "create_session": ["content", "title", "agentType", "modelId", "clientMessageId", "permissionLevel",
+                       "executionMode"],
+    "send_message": ["content", "clientMessageId"],
+    "subscribe": ["afterPosition"],
+    "cancel": [], "unsubscribe": [], "ping": [],
+    "create_side_session": ["content", "contextMode", "forkFromMessageId", "title", "modelId"],
+    "answer_approval": ["approvalId", "decision", "reason"],
+    "answer_question": ["questionId", "answer"],
+    "hello": ["localTools"],
+    "tool_result": ["requestId", "result"],
+}
+
+
+def _typed(ids: st.SearchStrategy[str]) -> st.SearchStrategy[Any]:
+    value = st.one_of(text, EDGE_INTS, WORDS, ids, values)
+
+    @st.composite
+    def build(draw: st.DrawFn) -> dict[str, Any]:
+        frame_type = draw(st.sampled_from(sorted(TYPE_FIELDS)))
+        fields = TYPE_FIELDS[frame_type]
+        data = draw(st.fixed_dictionaries({}, optional=dict.fromkeys(fields, value)))
+        return {"type": frame_type, "id": draw(text | st.integers()), "sessionId": draw(ids), "data": data}
+
+    return build()
 
 
 def _frames(ids: st.SearchStrategy[str]) -> st.SearchStrategy[Any]:
     frame = st.fixed_dictionaries(
         {},
         optional={
-            "type": st.sampled_from(KNOWN_TYPES) | text | values,
-            "id": text | st.integers() | values,
-            "sessionId": ids | text | values,
+            # Weighted towards what the gateway handles, so most frames get past the envelope.
+            "type": st.one_of(st.sampled_from(KNOWN_TYPES), st.sampled_from(KNOWN_TYPES), text, values),
+            "id": text | st.integers() | EDGE_INTS | values,
+            "sessionId": st.one_of(ids, ids, ids, text, values),
             "data": _data(ids),
             "position": st.integers(),
         },
     )
     # Mostly object frames, sometimes any JSON value at all (nesting past the parser's
     # limit is drawn as raw text by `_raw`: json.dumps could not write it).
-    return st.one_of(frame, frame, frame, values)
+    return st.one_of(_typed(ids), _typed(ids), frame, frame, values)
 
 
 @st.composite

@@ -27,7 +27,9 @@ from .fuzz_strategies import raw_frames
 from .fuzz_support import Tally, budget, check_error_body
 from .wsclient import TERMINAL, script
 
-pytestmark = [pytest.mark.e2e, pytest.mark.fuzz]
+pytestmark = [pytest.mark.e2e, pytest.mark.fuzz,
+              # Frames of up to 4 MiB: hypothesis warns that their repr is large; expected here.
+              pytest.mark.filterwarnings("ignore:Generating overly large repr")]
 REPLY_TYPES = ("ack", "error", "pong")
 TARGETED = ("send_message", "cancel", "subscribe", "unsubscribe", "create_side_session",
             "answer_approval", "answer_question", "tool_result")
@@ -59,9 +61,10 @@ def _bobs_view(cluster, session_id: str) -> dict[str, Any]:  # type: ignore[no-u
     return {"session": session.json(), "messages": messages.json()}
 
 
-def _bobs_finished_session(cluster) -> str:  # type: ignore[no-untyped-def]
-    with connect(f"{cluster.ws_url}?token={cluster.tokens['bob']}") as ws:
-        ws.send(json.dumps({"type": "create_session", "id": "b", "data": {"content": script({"content": "bob's"})}}))
+def _finished_session(cluster, user: str) -> str:  # type: ignore[no-untyped-def]
+    """A session of `user` whose turn has ended, created on a socket of its own."""
+    with connect(f"{cluster.ws_url}?token={cluster.tokens[user]}") as ws:
+        ws.send(json.dumps({"type": "create_session", "id": "b", "data": {"content": script({"content": user})}}))
         session_id = str(_reply(ws)["data"]["sessionId"])
         while True:  # the creating socket is subscribed: wait for the turn's end event
             event = json.loads(ws.recv(timeout=60))
@@ -72,13 +75,14 @@ def _bobs_finished_session(cluster) -> str:  # type: ignore[no-untyped-def]
 @pytest.mark.usefixtures("stable_services")
 def test_websocket_survives_hostile_frames(cluster) -> None:  # type: ignore[no-untyped-def]
     tally = Tally("websocket (hypothesis)", "frames")
-    bob_session = _bobs_finished_session(cluster)
+    bob_session = _finished_session(cluster, "bob")
     bob_before = _bobs_view(cluster, bob_session)
     url = f"{cluster.ws_url}?token={cluster.tokens['alice']}"
     with connect(url, max_size=16 * 1024 * 1024) as ws:
         ws.send(json.dumps({"type": "create_session", "id": "own", "data": {}}))
         own_session = str(_reply(ws)["data"]["sessionId"])
-        ids = st.sampled_from([own_session, bob_session, str(uuid.uuid4())])
+        # Hers (this socket is subscribed to it), hers (not subscribed), bob's, nobody's.
+        ids = st.sampled_from([own_session, _finished_session(cluster, "alice"), bob_session, str(uuid.uuid4())])
         examples = budget(bounded=1500, full=10_500)
 
         # No shrinking: a violation may leave the socket closed, so shrinking would only
@@ -117,3 +121,19 @@ def test_websocket_survives_hostile_frames(cluster) -> None:  # type: ignore[no-
     print(f"\n{tally.report()} ({took:.0f}s)")
     assert tally.tried >= examples, tally.summary()
     assert not tally.violations, tally.report()
+
+
+def test_regression_subscribe_after_a_position_past_bigint_is_bad_request(cluster) -> None:  # type: ignore[no-untyped-def]
+    """Found by the fuzzer: an afterPosition past PostgreSQL's bigint reached the store query
+    and came back as `internal`."""
+    session_id = _finished_session(cluster, "alice")
+    with connect(f"{cluster.ws_url}?token={cluster.tokens['alice']}") as ws:
+        for position in (2**63, 2**70):
+            ws.send(json.dumps({"type": "subscribe", "id": "s", "sessionId": session_id,
+                                "data": {"afterPosition": position}}))
+            reply = _reply(ws)
+            assert (reply["type"], reply["data"]["code"]) == ("error", "bad_request"), reply
+            assert "afterPosition" in reply["data"]["message"]
+        ws.send(json.dumps({"type": "subscribe", "id": "ok", "sessionId": session_id,
+                            "data": {"afterPosition": 2**63 - 1}}))
+        assert _reply(ws) == {"type": "ack", "id": "ok", "data": {"position": 2**63 - 1}}
