@@ -15,6 +15,7 @@ import json
 import time
 import uuid
 from typing import Any
+from urllib.parse import urlencode
 
 import httpx
 import pytest
@@ -137,3 +138,38 @@ def test_regression_subscribe_after_a_position_past_bigint_is_bad_request(cluste
         ws.send(json.dumps({"type": "subscribe", "id": "ok", "sessionId": session_id,
                             "data": {"afterPosition": 2**63 - 1}}))
         assert _reply(ws) == {"type": "ack", "id": "ok", "data": {"position": 2**63 - 1}}
+
+
+@pytest.mark.usefixtures("stable_services")
+def test_websocket_refuses_every_wrong_token(cluster) -> None:  # type: ignore[no-untyped-def]
+    """Any token but a real one (query or header): `unauthorized`, then close 4401."""
+    tally = Tally("websocket tokens (hypothesis)", "handshakes")
+    valid = set(cluster.tokens.values())
+
+    @settings(max_examples=budget(bounded=100, full=1000), deadline=None, database=None,
+              suppress_health_check=list(HealthCheck))
+    @given(token=st.text(max_size=60).filter(lambda t: t not in valid), in_header=st.booleans())
+    def run(token: str, in_header: bool) -> None:
+        if in_header:  # only what a header may carry: visible latin-1, no surrounding space
+            token = "".join(c for c in token if " " < c <= "\xff" and c != "\x7f")
+            if token in valid:
+                return
+            ws = connect(cluster.ws_url, additional_headers={"Authorization": f"Bearer {token}"})
+        else:
+            ws = connect(f"{cluster.ws_url}?{urlencode({'token': token})}")
+        code: int | None = None  # stays None if the server sends more instead of closing
+        with ws:
+            reply = json.loads(ws.recv(timeout=15))
+            try:
+                ws.recv(timeout=15)
+            except ConnectionClosed as exc:
+                code = exc.rcvd.code if exc.rcvd else None
+        tally.tried += 1
+        if reply.get("type") != "error" or check_error_body(reply.get("data"), repr(token), tally) != "unauthorized":
+            tally.violation("not unauthorized", f"{token!r}: {reply}")
+        if code != 4401:
+            tally.violation("not closed with 4401", f"{token!r}: {code}")
+
+    run()
+    print(f"\n{tally.report()}")
+    assert tally.tried > 0 and not tally.violations, tally.report()
