@@ -17,6 +17,7 @@ import subprocess
 import sys
 import time
 import urllib.request
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -42,7 +43,8 @@ def compose_command() -> list[str]:
 
 
 def run(*args: str, env: dict[str, str], check: bool = True) -> subprocess.CompletedProcess[str]:
-    print("compose-test: $", " ".join(args[-3:]) if len(args) > 6 else " ".join(args), flush=True)
+    shown = args[args.index("-f") + 2:] if "-f" in args else args  # the subcommand, not the prefix
+    print("compose-test: compose", " ".join(a for a in shown if not a.startswith("/")), flush=True)
     return subprocess.run(list(args), env=env, text=True, check=check)
 
 
@@ -68,7 +70,7 @@ def next_frame(ws: ClientConnection, timeout: float = 120) -> dict[str, Any]:
     return dict(json.loads(ws.recv(timeout=timeout)))
 
 
-def drive_turn(ws_url: str, restart_worker: list[str]) -> dict[str, Any]:
+def drive_turn(ws_url: str, restart_worker: Callable[[], object]) -> dict[str, Any]:
     """Create a delegating session; once the child runs, restart the worker container; wait
     for the parent's terminal phase. Returns what was seen."""
     child = script({"content": "child survived the restart", "delay_ms": 4000})
@@ -88,7 +90,7 @@ def drive_turn(ws_url: str, restart_worker: list[str]) -> dict[str, Any]:
             if frame["type"] == "execution_status":
                 seen["statuses"].append(frame["data"]["status"])
                 if frame["data"]["status"] == "RUNNING" and not seen["restarted"]:
-                    subprocess.run(restart_worker, check=True)  # mid-turn: the child is running
+                    restart_worker()  # mid-turn: the child is running
                     seen["restarted"] = True
             elif frame["type"] == "session_status":
                 seen["phase"] = frame["data"]["phase"]
@@ -106,8 +108,8 @@ def main() -> int:
         run(*compose, "build", env=env)
         run(*compose, "up", "-d", env=env)
         wait_healthy(url)
-        restart = [*compose, "restart", "-t", "0", "subagent-worker"]
-        seen = drive_turn(url.replace("http", "ws") + "/v1/ws", restart)
+        seen = drive_turn(url.replace("http", "ws") + "/v1/ws",
+                          lambda: run(*compose, "restart", "-t", "0", "subagent-worker", env=env))
         request = urllib.request.Request(f"{url}/v1/sessions/{seen['sessionId']}/messages?rounds=10",
                                          headers={"Authorization": f"Bearer {TOKEN}"})
         with urllib.request.urlopen(request, timeout=15) as response:
