@@ -16,6 +16,13 @@ if [ "$(id -u)" != 0 ]; then
   exit 1
 fi
 
+# vfs for every dockerd on this machine, also one that installing docker.io may start itself
+# (its default driver, overlay2, does not work in this sandbox). Never overwrite a config.
+if [ ! -f /etc/docker/daemon.json ]; then
+  mkdir -p /etc/docker
+  echo '{"storage-driver": "vfs"}' > /etc/docker/daemon.json
+fi
+
 missing=()
 command -v dockerd >/dev/null || missing+=(docker.io)
 command -v debootstrap >/dev/null || missing+=(debootstrap)
@@ -30,9 +37,15 @@ if [ ${#missing[@]} -gt 0 ]; then
   fi
 fi
 
+if docker info >/dev/null 2>&1; then  # the package's own scripts may have started one
+  echo "engine: a Docker engine is running ($(docker info --format '{{.ServerVersion}}' 2>/dev/null))"
+  exit 0
+fi
+flags=()  # the flag and daemon.json may not both name a storage driver
+grep -q storage-driver /etc/docker/daemon.json || flags=(--storage-driver=vfs)
 echo "engine: starting dockerd (storage driver vfs, log $LOG)"
 # setsid: the daemon outlives this script and the shell that called it.
-setsid nohup dockerd --storage-driver=vfs >>"$LOG" 2>&1 </dev/null &
+setsid nohup dockerd "${flags[@]}" >>"$LOG" 2>&1 </dev/null &
 for _ in $(seq 1 120); do
   if docker info >/dev/null 2>&1; then
     echo "engine: dockerd $(docker info --format '{{.ServerVersion}}') is ready"

@@ -31,10 +31,15 @@ fi
 
 # The legacy builder is enough for these plain Dockerfiles and needs no buildx plugin.
 export DOCKER_BUILDKIT=0
-build() {  # tag dockerfile
+build() {  # tag dockerfile; the builder's output only when it fails
   echo "images: building $1"
-  docker build -q --build-arg BASE_IMAGE="$MUSTER_BASE_IMAGE" --build-arg PYTHON_IMAGE="$MUSTER_PYTHON_IMAGE" \
-    -t "$1" -f "$2" . >/dev/null
+  local out
+  if ! out=$(docker build --build-arg BASE_IMAGE="$MUSTER_BASE_IMAGE" \
+      --build-arg PYTHON_IMAGE="$MUSTER_PYTHON_IMAGE" -t "$1" -f "$2" . 2>&1); then
+    echo "$out" | tail -n 40
+    echo "images: building $1 failed"
+    return 1
+  fi
 }
 build "$MUSTER_PYTHON_IMAGE" python.Dockerfile
 build "$MUSTER_POSTGRES_IMAGE" postgres.Dockerfile
