@@ -33,8 +33,15 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 
 
 def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
+    """One line for this suite in the summary: how many ran on containers, or why none did."""
     if _problem:
         terminalreporter.write_line(f"container tests SKIPPED: {_problem[0]}", yellow=True, bold=True)
+        return
+    counts = {outcome: sum(1 for r in terminalreporter.stats.get(outcome, [])
+                           if "tests/containers/" in getattr(r, "nodeid", "") and r.when in ("call", "setup"))
+              for outcome in ("passed", "failed", "error", "skipped")}
+    if any(counts.values()):
+        terminalreporter.write_line("container tests: " + ", ".join(f"{n} {k}" for k, n in counts.items() if n))
 
 
 @pytest.fixture(scope="session")

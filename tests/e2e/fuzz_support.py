@@ -30,6 +30,14 @@ def budget(bounded: int, full: int) -> int:
     return int(os.environ.get("MUSTER_FUZZ_EXAMPLES", bounded))
 
 
+SUMMARIES: list[str] = []
+
+
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
+    for line in SUMMARIES:
+        terminalreporter.write_line(line)
+
+
 @dataclass
 class Tally:
     """What one fuzzer tried and every violation it saw (first few kept per kind)."""
@@ -49,6 +57,11 @@ class Tally:
     @property
     def violation_count(self) -> int:
         return sum(len(v) for v in self.violations.values())
+
+    def record(self) -> None:
+        """Keep this run's summary for the session's closing lines (`make test` shows no
+        test output, but these counts belong in its report)."""
+        SUMMARIES.append(self.summary())
 
     def summary(self) -> str:
         return f"fuzz: {self.name}: {self.tried} {self.unit} tried, {self.violation_count} violations"

@@ -105,6 +105,7 @@ def test_rest_api_survives_hostile_requests(cluster, alice_session: str) -> None
 
     started = time.perf_counter()
     run()
+    tally.record()
     print(f"\n{time.perf_counter() - started:.1f}s")
     print("\n" + tally.report())
     assert tally.tried >= examples, tally.summary()

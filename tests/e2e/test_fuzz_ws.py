@@ -119,6 +119,7 @@ def test_websocket_survives_hostile_frames(cluster) -> None:  # type: ignore[no-
         assert _reply(ws) == {"type": "pong", "id": "last"}  # still open, still answering
     if _bobs_view(cluster, bob_session) != bob_before:
         tally.violation("cross-user effect", "bob's session or messages changed")
+    tally.record()
     print(f"\n{tally.report()} ({took:.0f}s)")
     assert tally.tried >= examples, tally.summary()
     assert not tally.violations, tally.report()
@@ -171,5 +172,6 @@ def test_websocket_refuses_every_wrong_token(cluster) -> None:  # type: ignore[n
             tally.violation("not closed with 4401", f"{token!r}: {code}")
 
     run()
+    tally.record()
     print(f"\n{tally.report()}")
     assert tally.tried > 0 and not tally.violations, tally.report()
