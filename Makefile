@@ -26,7 +26,7 @@ test: install
 # Hostile input at scale: schemathesis over /openapi.json and hypothesis over WebSocket
 # frames, each >= 10,000 tries against a running system; prints the counts and violations.
 fuzz: install
-	MUSTER_FUZZ=full $(VENV)/bin/pytest -q -s -m fuzz tests/e2e
+	MUSTER_FUZZ=full $(VENV)/bin/pytest -q -s -m fuzz --timeout=3600 tests/e2e
 
 # A Docker engine (installed and started when none answers; deploy/engine.sh).
 engine:
