@@ -30,7 +30,10 @@ from .wsclient import TERMINAL, script
 
 pytestmark = [pytest.mark.e2e, pytest.mark.fuzz,
               # Frames of up to 4 MiB: hypothesis warns that their repr is large; expected here.
-              pytest.mark.filterwarnings("ignore:Generating overly large repr")]
+              pytest.mark.filterwarnings("ignore:Generating overly large repr"),
+              # The client's keepalive thread draws its ping payloads from `random` while
+              # hypothesis generates, which it reports; our strategies use no `random`.
+              pytest.mark.filterwarnings("ignore:Do not use the `random` module inside strategies")]
 REPLY_TYPES = ("ack", "error", "pong")
 TARGETED = ("send_message", "cancel", "subscribe", "unsubscribe", "create_side_session",
             "answer_approval", "answer_question", "tool_result")
