@@ -103,6 +103,7 @@ def main() -> int:
     env = {**os.environ, "MUSTER_TOKENS": f"{TOKEN}=compose", "MUSTER_GATEWAY_PUBLISH": f"127.0.0.1:{port}",
            "DOCKER_BUILDKIT": "0", "COMPOSE_DOCKER_CLI_BUILD": "0"}
     url = f"http://127.0.0.1:{port}"
+    ok = False
     try:
         run(*compose, "down", "-v", "--remove-orphans", env=env)  # leftovers of an interrupted run
         run(*compose, "build", env=env)
@@ -122,10 +123,25 @@ def main() -> int:
               and [r["result"] for r in results] == ["child survived the restart"])
         if not ok:
             run(*compose, "logs", "--tail", "80", env=env, check=False)
-        print("compose-test: PASSED" if ok else "compose-test: FAILED", flush=True)
-        return 0 if ok else 1
     finally:
         run(*compose, "down", "-v", "--remove-orphans", env=env, check=False)
+    left = leftovers()
+    if left:
+        print(f"compose-test: left behind after down -v: {left}", flush=True)
+    ok = ok and not left
+    print("compose-test: PASSED" if ok else "compose-test: FAILED", flush=True)
+    return 0 if ok else 1
+
+
+def leftovers() -> list[str]:
+    """Containers, volumes and networks of the project still there (compose labels them)."""
+    label = f"label=com.docker.compose.project={PROJECT}"
+    found: list[str] = []
+    for kind in (["ps", "-a"], ["volume", "ls"], ["network", "ls"]):
+        listed = subprocess.run(["docker", *kind, "-q", "--filter", label], capture_output=True, text=True,
+                                check=True)
+        found += [f"{kind[0]} {name}" for name in listed.stdout.split()]
+    return found
 
 
 if __name__ == "__main__":
