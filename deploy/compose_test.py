@@ -43,7 +43,8 @@ def compose_command() -> list[str]:
 
 
 def run(*args: str, env: dict[str, str], check: bool = True) -> subprocess.CompletedProcess[str]:
-    shown = args[args.index("-f") + 2:] if "-f" in args else args  # the subcommand, not the prefix
+    # The subcommand, not the prefix compose_command() puts before it.
+    shown = args[args.index("--env-file") + 2:] if "--env-file" in args else args[args.index("-f") + 2:]
     print("compose-test: compose", " ".join(a for a in shown if not a.startswith("/")), flush=True)
     return subprocess.run(list(args), env=env, text=True, check=check)
 
