@@ -102,6 +102,7 @@ class Delegator:
                     root_session_id=state.root_session_id,
                     title=task[:80],
                     agent_type=agent_type,
+                    workspace_id=state.workspace_id,  # the tree's, also after a promotion
                 ),
                 ev.MessageRecorded(message_id=task_message_id, seq=1, role="USER", content=task),
                 ev.SessionPhaseChanged(phase="RUNNING"),

@@ -24,6 +24,7 @@ from muster_runtime.unit_of_work import PostgresUnitOfWork
 
 from muster_agent import session_store as store
 from muster_agent.agents import AgentRegistry, UnknownAgentType
+from muster_agent.context import model_messages
 from muster_agent.history import StoredMessage, incomplete_tail, pending_tool_calls, turn_finished
 from muster_agent.models.base import ModelError, ModelProvider, ModelReply, ModelRequest
 from muster_agent.session_store import SessionState
@@ -117,7 +118,7 @@ async def step(deps: LoopDeps, state: SessionState | None) -> Step:
     request = ModelRequest(
         session_id=str(state.session_id),
         model=state.model_id or agent.model,
-        messages=[{"role": "system", "content": agent.system_prompt}, *state.chat],
+        messages=model_messages(agent, state),
         tools=tool_schemas(tools),
     )
     try:

@@ -44,6 +44,9 @@ class SessionState:
     # `messages` in the model's chat form, extended record by record (`advance`) instead of
     # converted again at every step.
     chat: tuple[dict[str, Any], ...] = ()
+    # A summary side task's background (role, content), for its system prompt (`context`).
+    background: tuple[tuple[str, str], ...] = ()
+    workspace_id: UUID | None = None  # the tree's workspace (None: the root's)
 
     @property
     def running(self) -> bool:
@@ -138,6 +141,8 @@ async def load_state(conn: Connection | Pool, session_id: UUID) -> SessionState 
         messages=messages,
         started_tool_calls=frozenset(row["started"] or ()),
         chat=tuple(to_chat(messages)),
+        background=tuple((b["role"], b["content"]) for b in row["background"] or ()),
+        workspace_id=row["workspace_id"],
     )
 
 

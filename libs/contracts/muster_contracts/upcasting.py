@@ -1,7 +1,7 @@
 """Turn a stored `(type, schema_version, payload)` into the current event model.
 
 Published events are never rewritten; older versions are upgraded on read, one step at a
-time, by the functions registered here (none yet: every event is at version 1).
+time, by the functions registered here.
 """
 
 from __future__ import annotations
@@ -14,7 +14,21 @@ from muster_contracts.events import EVENT_TYPES, DomainEvent
 Upcaster = Callable[[dict[str, Any]], dict[str, Any]]
 
 # (type, from_version) -> function producing the payload of from_version + 1
-UPCASTERS: dict[tuple[str, int], Upcaster] = {}
+
+
+def _session_created_v1(payload: dict[str, Any]) -> dict[str, Any]:
+    # v2 added per-session settings; sessions created before had the defaults.
+    return {
+        **payload,
+        "permission_level": "auto",
+        "execution_mode": "CLOUD",
+        "context_mode": None,
+        "background": None,
+        "workspace_id": None,
+    }
+
+
+UPCASTERS: dict[tuple[str, int], Upcaster] = {("SessionCreated", 1): _session_created_v1}
 
 
 class UnknownEventType(ValueError):
