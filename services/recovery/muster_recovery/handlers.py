@@ -11,6 +11,7 @@ from muster_agent.barrier import has_undelivered, settle
 from muster_contracts.published import RecordedEvent
 from muster_runtime.db import Pool
 
+from muster_recovery import tree_status
 from muster_recovery.cascade import cancel_children
 
 log = logging.getLogger("muster.recovery")
@@ -39,3 +40,5 @@ async def on_event(event: RecordedEvent, pool: Pool) -> None:
         session_id = UUID(event.stream_id)
         if await has_undelivered(pool, session_id):
             await settle(pool, session_id)
+    # Any change that can move a tree's signals, wherever it is in the tree.
+    await tree_status.on_event(event, pool)
