@@ -59,7 +59,7 @@ def _side_task(row: Any) -> dict[str, Any]:
 # (the same expression, the same predicate), then the hits whose session or an ancestor
 # of it is deleted are dropped, walking up at most MAX_DEPTH levels.
 SEARCH = f"""
-WITH q AS (SELECT websearch_to_tsquery('english', $2) AS query),
+WITH RECURSIVE q AS (SELECT websearch_to_tsquery('english', $2) AS query),
 hits AS (
     SELECT m.message_id, m.session_id, m.seq, m.content, s.session_type, s.title,
         s.parent_session_id, s.root_session_id, s.deleted, s.updated_at
