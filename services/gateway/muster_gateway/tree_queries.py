@@ -59,12 +59,12 @@ def _side_task(row: Any) -> dict[str, Any]:
 # (the same expression, the same predicate), then the hits whose session or an ancestor
 # of it is deleted are dropped, walking up at most MAX_DEPTH levels.
 SEARCH = f"""
-WITH RECURSIVE q AS (SELECT websearch_to_tsquery('english', $2) AS query),
-hits AS (
+WITH RECURSIVE hits AS (
     SELECT m.message_id, m.session_id, m.seq, m.content, s.session_type, s.title,
         s.parent_session_id, s.root_session_id, s.deleted, s.updated_at
-    FROM q, messages m JOIN sessions s USING (session_id)
-    WHERE to_tsvector('english', m.content) @@ q.query AND m.role = 'USER' AND NOT m.discarded
+    FROM messages m JOIN sessions s USING (session_id)
+    WHERE to_tsvector('english', m.content) @@ websearch_to_tsquery('english', $2)
+      AND m.role = 'USER' AND NOT m.discarded
       AND s.user_id = $1 AND s.session_type IN ('NORMAL', 'SIDE_TASK')),
 up(hit, session_id, depth) AS (
     SELECT DISTINCT session_id, parent_session_id, 1 FROM hits WHERE NOT deleted
@@ -72,9 +72,9 @@ up(hit, session_id, depth) AS (
     SELECT up.hit, s.parent_session_id, up.depth + 1 FROM up
     JOIN sessions s ON s.session_id = up.session_id
     WHERE NOT s.deleted AND up.depth <= {MAX_DEPTH})
-SELECT h.*, ts_headline('english', h.content, q.query,
+SELECT h.*, ts_headline('english', h.content, websearch_to_tsquery('english', $2),
         'MaxFragments=1, MaxWords=24, MinWords=8, StartSel=**, StopSel=**') AS snippet
-FROM hits h, q
+FROM hits h
 WHERE NOT h.deleted AND NOT EXISTS (
     SELECT 1 FROM up JOIN sessions s ON s.session_id = up.session_id
     WHERE up.hit = h.session_id AND s.deleted)
