@@ -61,7 +61,7 @@ async def test_archive_hides_a_subtree_and_unarchive_shows_it(pool: Pool) -> Non
 
 
 async def test_delete_hides_the_session_its_subtree_and_their_search_hits(pool: Pool) -> None:
-    main, a, b, c = await chain(pool, "quokkaroo")
+    main, a, _, c = await chain(pool, "quokkaroo")
     hits = await tree_queries.search(pool, USER, "quokkaroo quest", 10)  # stemmed: quests → quest
     assert [(h["sessionId"], h["rootSessionId"], h["sessionType"]) for h in hits] == [
         (str(c), str(main), "SIDE_TASK")]
@@ -121,7 +121,7 @@ async def test_settings_change_and_subagents_refuse(pool: Pool) -> None:
 
 
 async def test_tree_signals_follow_the_deepest_side_task(pool: Pool) -> None:
-    main, a, b, c = await chain(pool)
+    main, _, _, c = await chain(pool)
 
     async def signals() -> tuple[bool, bool]:
         item = next(i for i in await queries.list_sessions(pool, USER, "NORMAL", 1000)

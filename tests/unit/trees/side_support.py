@@ -64,3 +64,4 @@ async def context(pool: Pool, sid: UUID) -> list[dict[str, Any]]:
     state = await load_state(pool, sid)
     assert state is not None
     return model_messages(AgentRegistry.load().get(state.agent_type), state)
+
