@@ -56,15 +56,16 @@ def _side_task(row: Any) -> dict[str, Any]:
 
 
 # USER messages matching the query through the expression index `messages_user_text`
-# (the same expression, the same predicate), then the hits whose session or an ancestor
-# of it is deleted are dropped, walking up at most MAX_DEPTH levels.
+# (the same expression, the same predicate: a fork's copies are not searched, their
+# originals are), then the hits whose session or an ancestor of it is deleted are
+# dropped, walking up at most MAX_DEPTH levels.
 SEARCH = f"""
 WITH RECURSIVE hits AS (
     SELECT m.message_id, m.session_id, m.seq, m.content, s.session_type, s.title,
         s.parent_session_id, s.root_session_id, s.deleted, s.updated_at
     FROM messages m JOIN sessions s USING (session_id)
     WHERE to_tsvector('english', m.content) @@ websearch_to_tsquery('english', $2)
-      AND m.role = 'USER' AND NOT m.discarded
+      AND m.role = 'USER' AND m.forked_from IS NULL AND NOT m.discarded
       AND s.user_id = $1 AND s.session_type IN ('NORMAL', 'SIDE_TASK')),
 up(hit, session_id, depth) AS (
     SELECT DISTINCT session_id, parent_session_id, 1 FROM hits WHERE NOT deleted

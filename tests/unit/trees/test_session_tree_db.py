@@ -157,3 +157,12 @@ async def test_search_uses_the_full_text_index(pool: Pool) -> None:
     rows = await pool.fetch("EXPLAIN " + tree_queries.SEARCH, "searcher", "wombatine", 10)
     plan = "\n".join(r[0] for r in rows)
     assert "messages_user_text" in plan, plan
+
+
+async def test_a_forks_copies_are_found_once_through_their_original(pool: Pool) -> None:
+    main = await main_session(pool)
+    await append(pool, main, user(1, "where do platypodes nest"))
+    fork = await side(pool, main, contextMode="fork")
+    assert await pool.fetchval("SELECT count(*) FROM messages WHERE session_id = $1", fork) == 1
+    hits = await tree_queries.search(pool, USER, "platypodes", 10)
+    assert [h["sessionId"] for h in hits] == [str(main)]

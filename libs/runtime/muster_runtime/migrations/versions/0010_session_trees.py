@@ -41,11 +41,16 @@ UPDATE sessions s SET turn_ended_position = (
     SELECT max(position) FROM events e
     WHERE e.stream_id = s.session_id::text AND e.type = 'SessionPhaseChanged'
       AND e.payload->>'phase' IN ('COMPLETED', 'FAILED'));
-CREATE INDEX messages_user_text ON messages USING gin (to_tsvector('english', content)) WHERE role = 'USER'
+ALTER TABLE messages ADD COLUMN forked_from UUID;
+-- Search covers the messages users typed, once: a fork's copies are left out (the original
+-- is found), which also keeps a fork of thousands of messages from indexing them all again.
+CREATE INDEX messages_user_text ON messages USING gin (to_tsvector('english', content))
+    WHERE role = 'USER' AND forked_from IS NULL
 """
 
 COLUMNS_DOWN = """
 DROP INDEX messages_user_text;
+ALTER TABLE messages DROP COLUMN forked_from;
 ALTER TABLE sessions DROP COLUMN permission_level, DROP COLUMN execution_mode,
     DROP COLUMN context_mode, DROP COLUMN background, DROP COLUMN workspace_id,
     DROP COLUMN archived, DROP COLUMN deleted, DROP COLUMN turn_ended_position,
@@ -79,9 +84,10 @@ BEGIN
         skipped := ARRAY(SELECT jsonb_array_elements_text(
             coalesce(f.p->'skipped_message_ids', '[]')))::uuid[];
         INSERT INTO messages (message_id, session_id, seq, role, content, tool_calls,
-            tool_call_id, usage, position, created_at)
+            tool_call_id, usage, position, created_at, forked_from)
         SELECT muster_copied_id(side, m.message_id), side, m.seq, m.role, m.content,
-            m.tool_calls, m.tool_call_id, m.usage, f.position, f.recorded_at
+            m.tool_calls, m.tool_call_id, m.usage, f.position, f.recorded_at,
+            coalesce(m.forked_from, m.message_id)
         FROM messages m
         WHERE m.session_id = source AND m.seq <= up_to AND m.message_id <> ALL (skipped)
         ORDER BY m.seq;
