@@ -46,14 +46,19 @@ WHERE s.session_id = $1 AND s.root_session_id = s.session_id AND NOT s.deleted
 async def on_event(event: RecordedEvent, pool: Pool) -> None:
     if event.type not in TRIGGERS:
         return
-    roots = {
-        r["root_session_id"]
-        for r in await pool.fetch(
-            "SELECT root_session_id FROM sessions WHERE session_id = $1", UUID(event.stream_id)
-        )
-    }
+    row = await pool.fetchrow(
+        "SELECT session_type, parent_session_id, root_session_id FROM sessions WHERE session_id = $1",
+        UUID(event.stream_id),
+    )
+    roots: set[UUID] = set()
+    # A root's own changes and its own subagents' are not part of its tree's signals.
+    if row is not None and row["root_session_id"] not in (UUID(event.stream_id), row["parent_session_id"]):
+        roots.add(row["root_session_id"])
+    elif row is not None and row["session_type"] == "SIDE_TASK":
+        roots.add(row["root_session_id"])  # a first-level side task
     if event.type == "SessionPromoted":
         roots.add(UUID(str(event.payload["previous_root_session_id"])))  # its old tree lost it
+        roots.add(UUID(event.stream_id))  # and it is the root of its own now
     for root in roots:
         await refresh(pool, root)
 

@@ -172,6 +172,8 @@ $$"""
 
 # The four tree signals of each root, over its descendants: side tasks at any depth and
 # their subagents; an archived or deleted session hides itself and everything below it.
+# The root's own subagents are its turn (its phase already says it runs), not its tree:
+# leaving them out keeps the signal, and its writes, off the path of every delegation.
 TREE_STATUS = """
 CREATE FUNCTION muster_tree_status(p_roots uuid[])
 RETURNS TABLE (root_session_id uuid, tree_running boolean, tree_unread boolean,
@@ -180,7 +182,7 @@ LANGUAGE sql STABLE AS $$
     WITH RECURSIVE tree(root, session_id, depth) AS (
         SELECT r, s.session_id, 1 FROM unnest(p_roots) r
         JOIN sessions s ON s.parent_session_id = r
-        WHERE NOT s.archived AND NOT s.deleted
+        WHERE s.session_type = 'SIDE_TASK' AND NOT s.archived AND NOT s.deleted
         UNION ALL
         SELECT t.root, s.session_id, t.depth + 1 FROM tree t
         JOIN sessions s ON s.parent_session_id = t.session_id
