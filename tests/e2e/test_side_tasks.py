@@ -221,3 +221,17 @@ async def test_foreign_ids_are_not_found_and_malformed_requests_bad(
         assert (response.status_code, response.json()["error"]["code"]) == (400, "bad_request"), response.url
     patched = await alice_rest.http.patch(f"/v1/sessions/{task}", json={"title": "renamed", "permissionLevel": "ask"})
     assert (patched.json()["title"], patched.json()["permissionLevel"]) == ("renamed", "ask")
+
+
+async def test_deleting_a_running_side_task_cancels_it_first(cluster, alice: Client, alice_rest: Rest) -> None:
+    main = await alice.run_turn("the main line")
+    ack = await alice.ack("create_side_session", main, {"content": script({"content": "late", "delay_ms": 4000})})
+    task = str(ack["sessionId"])
+    await alice.wait_phase(task, ("RUNNING",))
+    assert (await alice_rest.http.delete(f"/v1/sessions/{task}")).status_code == 204
+    assert await alice.wait_phase(task, ("CANCELLED",)) == "CANCELLED"
+    await alice.wait_for(lambda: any(e["type"] == "session_deleted" for e in alice.events[task]))
+    assert (await alice_rest.get(f"/v1/sessions/{task}/messages")).status_code == 404
+    reply = await alice.request("send_message", task, {"content": "anyone?"})
+    assert (reply["type"], reply["data"]["code"]) == ("error", "not_found")
+    assert await side_tasks(alice_rest, main) == []
