@@ -18,6 +18,7 @@ from muster_runtime import topics
 from muster_runtime.db import Connection, Pool
 from muster_runtime.unit_of_work import PostgresUnitOfWork
 
+from muster_gateway.commands import _retrying
 from muster_gateway.errors import GatewayError
 from muster_gateway.fork_cut import complete_prefix
 from muster_gateway.protocol import CreateSideSessionData
@@ -32,6 +33,10 @@ _SOURCE = """session_id, session_type, root_session_id, agent_type, model_id, pe
 async def create_side_session(
     pool: Pool, user_id: str, raw_source: str, data: CreateSideSessionData
 ) -> dict[str, Any]:
+    return await _retrying(lambda: _create(pool, user_id, raw_source, data))
+
+
+async def _create(pool: Pool, user_id: str, raw_source: str, data: CreateSideSessionData) -> dict[str, Any]:
     side_id, message_id = uuid4(), uuid4()
     async with PostgresUnitOfWork(pool) as uow:
         conn = await uow.connection()

@@ -166,3 +166,15 @@ async def test_a_forks_copies_are_found_once_through_their_original(pool: Pool) 
     assert await pool.fetchval("SELECT count(*) FROM messages WHERE session_id = $1", fork) == 1
     hits = await tree_queries.search(pool, USER, "platypodes", 10)
     assert [h["sessionId"] for h in hits] == [str(main)]
+
+
+async def test_the_roots_own_subagents_are_its_turn_not_its_tree(pool: Pool) -> None:
+    main = await main_session(pool)
+    task = await side(pool, main)
+    for parent, n in ((main, 90), (task, 91)):
+        child = UUID(int=n)
+        await append(pool, child, ev.SessionCreated(session_id=child, user_id=USER, session_type="SUBAGENT",
+                                                    parent_session_id=parent, root_session_id=main),
+                     ev.SessionPhaseChanged(phase="RUNNING"))
+        running = await pool.fetchval("SELECT tree_running FROM muster_tree_status($1)", [main])
+        assert running is (parent == task), parent

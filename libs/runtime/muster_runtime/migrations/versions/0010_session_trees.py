@@ -219,7 +219,13 @@ FORK_CALL = """    IF 'SessionForked' = ANY (present) THEN
     END IF;
 """
 END_ANCHOR = "\nEND\n$$"
-MANAGE_CALL = "\n    PERFORM muster_project_manage(evs, present);"
+# Only when the range holds one of its events: most appends (messages, tool starts) do not.
+MANAGE_CALL = """
+    IF present && ARRAY['SessionPhaseChanged', 'SessionSettingsChanged', 'SessionArchived',
+            'SessionUnarchived', 'SessionDeleted', 'SessionPromoted', 'SessionRead',
+            'SessionTreeStatusChanged'] THEN
+        PERFORM muster_project_manage(evs, present);
+    END IF;"""
 
 
 def _previous() -> ModuleType:
