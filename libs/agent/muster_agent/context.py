@@ -17,10 +17,12 @@ BACKGROUND_HEADER = (
 )
 
 
-def system_prompt(agent: AgentDefinition, background: Sequence[tuple[str, str]]) -> str:
-    if not background:
+def system_prompt(agent: AgentDefinition, background: Sequence[tuple[str, str]] | None) -> str:
+    """The agent's prompt; a summary side task's (`background` not None, perhaps empty:
+    the source had no messages yet) adds the source's last messages after it."""
+    if background is None:
         return agent.system_prompt
-    lines = [f"{role}: {content}" for role, content in background]
+    lines = [f"{role}: {content}" for role, content in background] or ["(none yet)"]
     return "\n\n".join(part for part in (agent.system_prompt, BACKGROUND_HEADER, "\n".join(lines)) if part)
 
 

@@ -45,7 +45,7 @@ class SessionState:
     # converted again at every step.
     chat: tuple[dict[str, Any], ...] = ()
     # A summary side task's background (role, content), for its system prompt (`context`).
-    background: tuple[tuple[str, str], ...] = ()
+    background: tuple[tuple[str, str], ...] | None = None
     workspace_id: UUID | None = None  # the tree's workspace (None: the root's)
 
     @property
@@ -141,7 +141,9 @@ async def load_state(conn: Connection | Pool, session_id: UUID) -> SessionState 
         messages=messages,
         started_tool_calls=frozenset(row["started"] or ()),
         chat=tuple(to_chat(messages)),
-        background=tuple((b["role"], b["content"]) for b in row["background"] or ()),
+        background=None
+        if row["background"] is None
+        else tuple((b["role"], b["content"]) for b in row["background"]),
         workspace_id=row["workspace_id"],
     )
 
