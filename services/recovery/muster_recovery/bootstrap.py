@@ -19,7 +19,7 @@ from muster_runtime.service import make_broker, resources, subscribe_batch
 from muster_runtime.settings import Settings
 from pydantic import TypeAdapter
 
-from muster_recovery import handlers
+from muster_recovery import handlers, tree_status
 from muster_recovery.reconcile import housekeeping, reconcile_executions, reconcile_sessions
 
 log = logging.getLogger("muster.recovery")
@@ -50,6 +50,7 @@ async def reconcile_forever(pool: Pool, settings: Settings) -> None:
             await reconcile_executions(
                 pool, grace_s=settings.lease_ttl_s, cancel_grace_s=settings.cancel_grace_s
             )
+            await tree_status.reconcile(pool)
             if first:
                 # Reconciliation at start is done: what a crash left behind is re-issued.
                 log.info("recovery_ready instance=%s", settings.instance_id)

@@ -102,3 +102,30 @@ async def _record(conn: Connection, root_id: UUID) -> bool:
         "tree_status_changed root=%s running=%s unread=%s", root_id, status.tree_running, status.tree_unread
     )
     return True
+
+
+# Roots whose recorded signals differ from their tree now: only roots with side tasks can
+# have a nonzero status, and only they or roots still showing one can differ.
+STALE = """
+WITH roots AS (
+    SELECT s.session_id FROM sessions s
+    WHERE s.session_type = 'NORMAL' AND NOT s.deleted
+      AND (s.tree_running OR s.tree_unread OR s.pending_approvals > 0 OR s.pending_questions > 0
+           OR EXISTS (SELECT 1 FROM sessions c
+                      WHERE c.parent_session_id = s.session_id AND c.session_type = 'SIDE_TASK')))
+SELECT s.session_id FROM sessions s
+JOIN muster_tree_status(ARRAY(SELECT session_id FROM roots)) t ON t.root_session_id = s.session_id
+WHERE (s.tree_running, s.tree_unread, s.pending_approvals, s.pending_questions)
+    IS DISTINCT FROM (t.tree_running, t.tree_unread, t.pending_approvals, t.pending_questions)
+LIMIT $1
+"""
+
+
+async def reconcile(pool: Pool, limit: int = 100) -> int:
+    """Record the signals an event lost with the broker never triggered; the count fixed."""
+    fixed = 0
+    for row in await pool.fetch(STALE, limit):
+        fixed += await refresh(pool, row["session_id"])
+    if fixed:
+        log.info("tree_status_reconciled roots=%d", fixed)
+    return fixed

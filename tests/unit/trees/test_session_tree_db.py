@@ -178,3 +178,13 @@ async def test_the_roots_own_subagents_are_its_turn_not_its_tree(pool: Pool) -> 
                      ev.SessionPhaseChanged(phase="RUNNING"))
         running = await pool.fetchval("SELECT tree_running FROM muster_tree_status($1)", [main])
         assert running is (parent == task), parent
+
+
+async def test_reconciliation_records_a_signal_whose_event_was_lost(pool: Pool) -> None:
+    main = await main_session(pool)
+    task = await side(pool, main)
+    await append(pool, task, ev.SessionPhaseChanged(phase="RUNNING"))  # no event consumed: lost
+    assert await pool.fetchval("SELECT tree_running FROM sessions WHERE session_id = $1", main) is False
+    assert await tree_status.reconcile(pool) >= 1
+    assert await pool.fetchval("SELECT tree_running FROM sessions WHERE session_id = $1", main) is True
+    assert await tree_status.reconcile(pool) == 0
