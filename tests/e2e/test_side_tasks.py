@@ -235,3 +235,20 @@ async def test_deleting_a_running_side_task_cancels_it_first(cluster, alice: Cli
     reply = await alice.request("send_message", task, {"content": "anyone?"})
     assert (reply["type"], reply["data"]["code"]) == ("error", "not_found")
     assert await side_tasks(alice_rest, main) == []
+
+
+async def test_a_promoted_side_task_keeps_the_workspace_and_children_inherit(
+    cluster, alice: Client, alice_rest: Rest
+) -> None:
+    main = await alice.run_turn("the main line")
+    task = await side(alice, main, "aside", permissionLevel="read_only")
+    assert (await alice_rest.http.post(f"/v1/sessions/{task}/promote")).status_code == 200
+    child_writes = script({"tool_calls": [call("write_file", path="promoted.txt", content="kept\n")]},
+                          {"content": "written"})
+    await alice.ack("send_message", task, {"content": script(
+        {"tool_calls": [call("delegate", agent_type="general", task=child_writes)]}, {"content": "ok"})})
+    assert await alice.wait_phase(task, count=2) == "COMPLETED"
+    assert (Path(cluster.data_dir) / "workspaces" / main / "promoted.txt").read_text() == "kept\n"
+    child = next(e["data"]["childSessionId"] for e in alice.events[task] if e["type"] == "subagent_session_created")
+    body = await alice_rest.json(f"/v1/sessions/{child}")
+    assert (body["rootSessionId"], body["permissionLevel"]) == (task, "read_only")

@@ -47,6 +47,8 @@ class SessionState:
     # A summary side task's background (role, content), for its system prompt (`context`).
     background: tuple[tuple[str, str], ...] | None = None
     workspace_id: UUID | None = None  # the tree's workspace (None: the root's)
+    permission_level: ev.PermissionLevel = "auto"  # inherited by the subagents it delegates to
+    execution_mode: ev.ExecutionMode = "CLOUD"
 
     @property
     def running(self) -> bool:
@@ -145,6 +147,8 @@ async def load_state(conn: Connection | Pool, session_id: UUID) -> SessionState 
         if row["background"] is None
         else tuple((b["role"], b["content"]) for b in row["background"]),
         workspace_id=row["workspace_id"],
+        permission_level=row["permission_level"],
+        execution_mode=row["execution_mode"],
     )
 
 
