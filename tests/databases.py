@@ -6,10 +6,14 @@ import asyncio
 import contextlib
 import uuid
 from collections.abc import AsyncIterator
+from functools import partial
 from urllib.parse import urlsplit, urlunsplit
 
 import asyncpg
+from muster_runtime.db import Pool
 from muster_runtime.migrate import upgrade
+from muster_runtime.postgres_uow import PostgresUnitOfWork
+from muster_runtime.unit_of_work import UnitOfWorkFactory
 
 
 @contextlib.asynccontextmanager
@@ -31,3 +35,8 @@ async def fresh_database_url(server: str, prefix: str = "test") -> AsyncIterator
             await admin.execute(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
         finally:
             await admin.close()
+
+
+def uows(pool: Pool) -> UnitOfWorkFactory:
+    """The factory of PostgreSQL units of work on `pool` that decisions take."""
+    return partial(PostgresUnitOfWork, pool)

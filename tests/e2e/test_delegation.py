@@ -76,6 +76,11 @@ async def test_three_parallel_children_deliver_in_order_and_run_concurrently(
     assert [m["toolCallId"] for m in history[2:5]] == call_ids
     results = tool_results(history)
     assert [r["result"] for r in results] == ["wrote c0.txt", "wrote c1.txt", "wrote c2.txt"]
+    # Each delivered TOOL message names the child it came from, stored and live.
+    assert [m["sourceSessionId"] for m in history[2:5]] == [r["child_session_id"] for r in results]
+    live = {e["data"]["messageId"]: e["data"] for e in alice.events[session_id] if e["type"] == "message"}
+    assert [live[m["messageId"]]["sourceSessionId"] for m in history[2:5]] == [r["child_session_id"] for r in results]
+    assert all("sourceSessionId" not in m for m in history if m["role"] != "TOOL")
     assert all(r["success"] and r["agent_type"] == "coder" and r["rounds"] == 2 and r["tool_calls"] == 1 for r in results)
     assert all(set(r["usage"]) == {"prompt_tokens", "completion_tokens", "total_tokens"} for r in results)
     for i in range(3):
@@ -116,7 +121,9 @@ async def test_followups_continue_the_childs_history_with_new_rounds(alice: Clie
         )})
         await alice.wait_phase(session_id, ("COMPLETED",), count=run)
         result = tool_results(await alice_rest.messages(session_id))[-1]
-        assert (result["follow_up"], result["round"], result["result"]) == (True, run, answer)
+        # Every earlier round of the child completed, and this one too.
+        assert (result["follow_up"], result["round"], result["completed_rounds"], result["result"]) == (
+            True, run, run, answer)
         assert result["child_session_id"] == child_id and result["rounds"] == 1
 
     child_history = await alice_rest.messages(child_id)
@@ -244,4 +251,5 @@ async def test_failed_child_yields_a_failure_result_and_the_parent_continues(ali
     history = await alice_rest.messages(session_id)
     failure = tool_results(history)[0]
     assert failure["success"] is False and failure["cancelled"] is False and "child broke" in failure["error"]
+    assert failure["result"] == failure["error"]  # the reason in both (DESIGN §4)
     assert history[-1]["content"] == "noted the failure"

@@ -73,7 +73,8 @@ async def test_turn_shows_parent_and_child_changes_and_merges_them_by_path(
     delegate_id = delegations(first)[0]
     child_id = json.loads(next(m for m in history if m.get("toolCallId") == delegate_id)["content"])[
         "child_session_id"]
-    assert (own["sourceSessionId"], own["sourceAgentType"], own["parentToolCallId"]) == (session_id, "general", None)
+    # A main session's own change names no agent type (DESIGN §4).
+    assert (own["sourceSessionId"], own["sourceAgentType"], own["parentToolCallId"]) == (session_id, None, None)
     assert own["toolCallId"] == first["toolCalls"][0]["id"] and own["messageId"] == first["messageId"]
     assert own["diff"] == "--- /dev/null\n+++ b/a.txt\n@@ -0,0 +1 @@\n+alpha\n"
     for entry in (child_b, child_c):
@@ -94,14 +95,15 @@ async def test_turn_shows_parent_and_child_changes_and_merges_them_by_path(
     assert (b["before"], b["after"]) == (None, "one\n2\nthree\n")
     assert b["patch"] == child_b["diff"] + second["fileChanges"][0]["diff"]
     assert b["sources"] == [{"sessionId": child_id, "type": "SUBAGENT", "agentType": "coder"},
-                            {"sessionId": session_id, "type": "MAIN", "agentType": "general"}]
-    assert items[0]["sources"] == [{"sessionId": session_id, "type": "MAIN", "agentType": "general"}]
+                            {"sessionId": session_id, "type": "MAIN", "agentType": None}]
+    assert items[0]["sources"] == [{"sessionId": session_id, "type": "MAIN", "agentType": None}]
 
     # Live: each change streams on the session that made it.
     live = [e["data"] for e in alice.events[session_id] if e["type"] == "file_change"]
     assert [(c["path"], c["sourceType"], c["changeType"]) for c in live] == [
         ("a.txt", "MAIN", "CREATED"), ("b.txt", "MAIN", "MODIFIED")]
     assert live[0]["changeId"] == own["changeId"] and live[0]["sourceSessionId"] == session_id
+    assert live[0]["sourceAgentType"] is None
     await alice.ack("subscribe", child_id, {"afterPosition": 0})
     await alice.wait_for(lambda: sum(e["type"] == "file_change" for e in alice.events[child_id]) == 2)
     replayed = [e["data"] for e in alice.events[child_id] if e["type"] == "file_change"]

@@ -11,14 +11,13 @@ first, so whichever comes second finds nothing left to do."""
 from __future__ import annotations
 
 import logging
-from typing import Any, Literal
+from typing import Literal
 from uuid import UUID, uuid4
 
 from muster_contracts import events as ev
 from muster_contracts.commands import ResumeSession
-from muster_runtime import eventstore, outbox, topics
-from muster_runtime.db import Connection, Pool
-from muster_runtime.unit_of_work import PostgresUnitOfWork
+from muster_runtime import topics
+from muster_runtime.unit_of_work import AbstractUnitOfWork, Row, UnitOfWorkFactory
 
 from muster_agent import session_store as store
 from muster_agent.history import pending_tool_calls
@@ -29,57 +28,47 @@ log = logging.getLogger("muster.barrier")
 TERMINAL = ("COMPLETED", "FAILED", "CANCELLED")
 
 
-async def has_undelivered(pool: Pool, parent_session_id: UUID) -> bool:
+async def has_undelivered(uows: UnitOfWorkFactory, parent_session_id: UUID) -> bool:
     """Cheap filter before taking the parent's row lock (the decision re-reads under it)."""
-    return bool(
-        await pool.fetchval(
-            """SELECT true FROM executions
-               WHERE parent_session_id = $1 AND delivery_status = 'PENDING' LIMIT 1""",
-            parent_session_id,
-        )
-    )
+    async with uows() as uow:
+        return bool(await uow.undelivered_executions(parent_session_id, lock=False))
 
 
-async def settle(pool: Pool, parent_session_id: UUID) -> int:
+async def settle(uows: UnitOfWorkFactory, parent_session_id: UUID) -> int:
     """Deliver or suppress what is due for this parent; returns how many were settled."""
-    async with PostgresUnitOfWork(pool) as uow:
-        conn = await uow.connection()
-        parent = await store.lock_session(conn, parent_session_id)
+    async with uows() as uow:
+        parent = await uow.lock_session(parent_session_id)
         if parent is None:
             return 0
-        return await settle_locked(conn, parent)
+        return await settle_locked(uow, parent)
 
 
-async def settle_locked(conn: Connection, parent: Any) -> int:
+async def settle_locked(uow: AbstractUnitOfWork, parent: Row) -> int:
     """`settle` inside the caller's transaction, the parent's row locked by the caller."""
     parent_session_id = parent["session_id"]
-    undelivered = await conn.fetch(
-        """SELECT * FROM executions WHERE parent_session_id = $1 AND delivery_status = 'PENDING'
-           ORDER BY started_at FOR UPDATE""",
-        parent_session_id,
-    )
+    undelivered = await uow.undelivered_executions(parent_session_id)
     if not undelivered:
         return 0
     if parent["phase"] not in store.RUNNING_PHASES:
-        return await _suppress(conn, parent, [e for e in undelivered if e["status"] in TERMINAL])
-    state = await store.load_state(conn, parent_session_id)
+        return await _suppress(uow, parent, [e for e in undelivered if e["status"] in TERMINAL])
+    state = await store.load_state(uow, parent_session_id)
     assert state is not None
     pending = pending_tool_calls(state.messages)
     by_call = {e["parent_tool_call_id"]: e for e in undelivered}
     # Executions of an earlier round whose calls were answered otherwise (interrupted):
     # their result can no longer reach the model.
     stale = [e for e in undelivered if e["parent_tool_call_id"] not in {c["id"] for c in pending}]
-    settled = await _suppress(conn, parent, [e for e in stale if e["status"] in TERMINAL])
+    settled = await _suppress(uow, parent, [e for e in stale if e["status"] in TERMINAL])
     if not pending or any(call["id"] not in by_call for call in pending):
         return settled  # a local tool of this round is still running
     waiting = [by_call[c["id"]] for c in pending if by_call[c["id"]]["status"] not in TERMINAL]
     if waiting:
         log.info("parent_recovery_wait parent=%s open_executions=%d", parent_session_id, len(waiting))
         return settled
-    return settled + await _deliver(conn, parent, [by_call[c["id"]] for c in pending])
+    return settled + await _deliver(uow, parent, [by_call[c["id"]] for c in pending])
 
 
-async def _deliver(conn: Connection, parent: Any, executions: list[Any]) -> int:
+async def _deliver(uow: AbstractUnitOfWork, parent: Row, executions: list[Row]) -> int:
     parent_id = parent["session_id"]
     seq = parent["message_count"]
     parent_events: list[ev.DomainEvent] = []
@@ -91,16 +80,17 @@ async def _deliver(conn: Connection, parent: Any, executions: list[Any]) -> int:
                 message_id=tool_message_id,
                 seq=seq,
                 role="TOOL",
-                content=execution_result(execution),
+                content=execution_result(execution, await _completed_rounds(uow, execution)),
                 tool_call_id=execution["parent_tool_call_id"],
+                source_session_id=execution["child_session_id"],
             )
         )
-        parent_events.append(await _settle_one(conn, execution, "DELIVERED", tool_message_id))
+        parent_events.append(await _settle_one(uow, execution, "DELIVERED", tool_message_id))
     # Under the parent's row lock every writer of its stream is serialised, so the current
     # version is the one to extend (a suppression may have moved it in this transaction).
-    current = await eventstore.current_version(conn, str(parent_id))
-    await eventstore.append(conn, str(parent_id), parent_events, expected_version=current)
-    await outbox.enqueue(conn, topics.COMMANDS, str(parent_id), ResumeSession(session_id=parent_id))
+    current = await uow.current_version(str(parent_id))
+    await uow.append(str(parent_id), parent_events, expected_version=current)
+    await uow.send(topics.COMMANDS, str(parent_id), ResumeSession(session_id=parent_id))
     for execution in executions:
         log.info(
             "subagent_result_delivered execution=%s parent=%s status=%s",
@@ -112,32 +102,41 @@ async def _deliver(conn: Connection, parent: Any, executions: list[Any]) -> int:
     return len(executions)
 
 
-async def _suppress(conn: Connection, parent: Any, executions: list[Any]) -> int:
+async def _completed_rounds(uow: AbstractUnitOfWork, execution: Row) -> int | None:
+    """For a follow-up: how many of the child's runs completed, this one included."""
+    if execution["invocation_type"] != "FOLLOWUP":
+        return None
+    runs = await uow.runs_of(execution["child_session_id"])
+    this_round: int = execution["round"]
+    completed: int = sum(run["status"] == "COMPLETED" for run in runs if run["round"] <= this_round)
+    return completed
+
+
+async def _suppress(uow: AbstractUnitOfWork, parent: Row, executions: list[Row]) -> int:
     if not executions:
         return 0
     notices: list[ev.DomainEvent] = []
     for execution in executions:
-        notices.append(await _settle_one(conn, execution, "SUPPRESSED"))
+        notices.append(await _settle_one(uow, execution, "SUPPRESSED"))
         log.info(
             "subagent_result_delivery_skipped execution=%s parent=%s reason=parent_%s",
             execution["execution_id"],
             parent["session_id"],
             (parent["phase"] or "idle").lower(),
         )
-    current = await eventstore.current_version(conn, str(parent["session_id"]))
-    await eventstore.append(conn, str(parent["session_id"]), notices, expected_version=current)
+    current = await uow.current_version(str(parent["session_id"]))
+    await uow.append(str(parent["session_id"]), notices, expected_version=current)
     return len(executions)
 
 
 async def _settle_one(
-    conn: Connection,
-    execution: Any,
+    uow: AbstractUnitOfWork,
+    execution: Row,
     delivery: Literal["DELIVERED", "SUPPRESSED"],
     tool_message_id: UUID | None = None,
 ) -> ev.ExecutionStatusChanged:
     """Record the delivery on the execution's stream; returns the notice for the parent's."""
-    await eventstore.append(
-        conn,
+    await uow.append(
         str(execution["execution_id"]),
         [ev.ExecutionDelivered(delivery_status=delivery, tool_message_id=tool_message_id)],
         expected_version=execution["version"],

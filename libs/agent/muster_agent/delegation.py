@@ -10,12 +10,10 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 from uuid import NAMESPACE_URL, UUID, uuid4, uuid5
 
-import asyncpg
 from muster_contracts import events as ev
 from muster_contracts.commands import RunExecution
 from muster_runtime import topics
-from muster_runtime.db import Pool
-from muster_runtime.unit_of_work import PostgresUnitOfWork
+from muster_runtime.unit_of_work import AbstractUnitOfWork, SessionBusy, UnitOfWorkFactory
 
 from muster_agent import session_store as store
 from muster_agent.agents import AgentRegistry, UnknownAgentType
@@ -36,7 +34,7 @@ class DelegationRefused(Exception):
 
 @dataclass(frozen=True)
 class Delegator:
-    pool: Pool
+    uows: UnitOfWorkFactory
     agents: AgentRegistry
     timeout_s: float
     # The deadline is fixed from this clock when the execution starts and never moves.
@@ -48,10 +46,9 @@ class Delegator:
         """Record `lead` (the round's ASSISTANT message, when it was just produced), then
         create every delegation of `calls`, all in one transaction; a refused one gets its
         error as the TOOL result instead."""
-        async with PostgresUnitOfWork(self.pool) as uow:
-            conn = await uow.connection()
-            row, found = await store.lock_if_current(conn, state.session_id, state.message_count)
-            if found != store.Lock.CURRENT:
+        async with self.uows() as uow:
+            row, found = await store.lock_if_current(uow, state.session_id, state.message_count)
+            if row is None or found != store.Lock.CURRENT:
                 return store.Recorded(found == store.Lock.MOVED, None)  # moved: reload, look again
             parent_events = store.message_items(lead, row["message_count"] + 1)
             # The round's ASSISTANT message is the newest one, recorded just now or before.
@@ -82,7 +79,7 @@ class Delegator:
             raise DelegationRefused(f"unknown agent type {value!r}; available: {known}") from None
 
     async def _delegate(
-        self, uow: PostgresUnitOfWork, state: SessionState, call: dict[str, Any]
+        self, uow: AbstractUnitOfWork, state: SessionState, call: dict[str, Any]
     ) -> list[ev.DomainEvent]:
         agent_type, task = _text(call, "agent_type"), _text(call, "task")
         if not agent_type.strip() or not task.strip():
@@ -126,9 +123,8 @@ class Delegator:
         )
 
     async def _followup(
-        self, uow: PostgresUnitOfWork, state: SessionState, call: dict[str, Any]
+        self, uow: AbstractUnitOfWork, state: SessionState, call: dict[str, Any]
     ) -> list[ev.DomainEvent]:
-        conn = await uow.connection()
         child_ref, task = _text(call, "child_session_id").strip(), _text(call, "task")
         if not child_ref or not task.strip():
             raise DelegationRefused("delegate_followup requires non-empty 'child_session_id' and 'task'")
@@ -137,16 +133,11 @@ class Delegator:
             # NOWAIT: the lock order is child before parent everywhere else, and we already
             # hold the parent. A child row locked right now is being driven by its worker
             # (or cancelled), i.e. still running.
-            async with conn.transaction():  # savepoint: a refused lock must not abort ours
-                child = await conn.fetchrow(
-                    "SELECT * FROM sessions WHERE session_id = $1 FOR UPDATE NOWAIT", UUID(child_ref)
-                )
+            child = await uow.lock_session(UUID(child_ref), nowait=True)
         except ValueError:
             pass
-        except asyncpg.LockNotAvailableError:
-            raise DelegationRefused(
-                f"subagent session {child_ref} is still running; wait for its result"
-            ) from None
+        except SessionBusy:
+            raise DelegationRefused(STILL_RUNNING.format(child_ref)) from None
         if child is None or child["user_id"] != state.user_id:
             raise DelegationRefused(f"session {child_ref} not found")
         if child["session_type"] != "SUBAGENT":
@@ -156,12 +147,10 @@ class Delegator:
         if child["phase"] in (*store.RUNNING_PHASES, "CANCELLING"):
             raise DelegationRefused(STILL_RUNNING.format(child_ref))
         agent_type = self._agent_type(child["agent_type"])
-        runs = await conn.fetchval(
-            "SELECT count(*) FROM executions WHERE child_session_id = $1", child["session_id"]
-        )
+        runs = len(await uow.runs_of(child["session_id"]))
         task_message_id = uuid4()
         # A child cancelled mid-round has open calls: they are answered before the new task.
-        closing = await store.answer_open_calls(conn, child["session_id"], child["message_count"] + 1)
+        closing = await store.answer_open_calls(uow, child["session_id"], child["message_count"] + 1)
         await uow.append(
             str(child["session_id"]),
             [
@@ -185,14 +174,14 @@ class Delegator:
             agent_type=agent_type,
             task=task,
             invocation="FOLLOWUP",
-            round_=int(runs) + 1,
+            round_=runs + 1,
             start_message_id=task_message_id,
             announce_child=False,
         )
 
     async def _start_execution(
         self,
-        uow: PostgresUnitOfWork,
+        uow: AbstractUnitOfWork,
         state: SessionState,
         call: dict[str, Any],
         *,

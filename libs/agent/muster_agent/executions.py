@@ -8,10 +8,8 @@ from typing import Any
 from uuid import UUID
 
 from muster_contracts import events as ev
-from muster_runtime import eventstore
-from muster_runtime.db import Connection
+from muster_runtime.unit_of_work import AbstractUnitOfWork, Row
 
-from muster_agent import session_store as store
 from muster_agent.barrier import settle_locked
 from muster_agent.history import StoredMessage, turn_finished
 from muster_agent.results import account
@@ -19,21 +17,11 @@ from muster_agent.session_store import SessionState
 
 log = logging.getLogger("muster.executions")
 
-OPEN_STATUSES = ("RUNNING", "RECOVERING")
-OPEN_SIBLINGS = """
-SELECT true FROM executions WHERE parent_session_id = $1 AND status IN ('RUNNING', 'RECOVERING') LIMIT 1
-"""
-
 
 async def finish_execution(
-    conn: Connection, state: SessionState, final: list[ev.DomainEvent], phase: ev.SessionPhaseChanged
+    uow: AbstractUnitOfWork, state: SessionState, final: list[ev.DomainEvent], phase: ev.SessionPhaseChanged
 ) -> None:
-    execution = await conn.fetchrow(
-        """SELECT * FROM executions WHERE child_session_id = $1 AND status = ANY($2::text[])
-           ORDER BY round DESC LIMIT 1""",
-        state.session_id,
-        list(OPEN_STATUSES),
-    )
+    execution = await uow.open_execution_of(state.session_id)
     if execution is None:
         return
     messages = list(state.messages)
@@ -48,12 +36,11 @@ async def finish_execution(
     # A final answer recorded before a crash closes the run as it is: no new model call.
     started = any(m.message_id == execution["start_message_id"] for m in messages)
     answer = messages[-1] if started and turn_finished(messages) else None
-    rounds, tool_calls, usage = await run_totals(conn, execution, messages, pending_usage)
+    rounds, tool_calls, usage = await run_totals(uow, execution, messages, pending_usage)
     completed = phase.phase == "COMPLETED"
     # Lock order everywhere: child session, parent session, then the execution.
-    parent = await store.lock_session(conn, execution["parent_session_id"])
-    await eventstore.append(
-        conn,
+    parent = await uow.lock_session(execution["parent_session_id"])
+    await uow.append(
         str(execution["execution_id"]),
         [
             ev.ExecutionFinished(
@@ -70,7 +57,7 @@ async def finish_execution(
         expected_version=execution["version"],
     )
     await announce(
-        conn,
+        uow,
         parent,
         ev.ExecutionStatusChanged(
             execution_id=execution["execution_id"],
@@ -85,33 +72,27 @@ async def finish_execution(
             state.session_id,
             "COMPLETED" if completed else "FAILED",
         )
-    if parent is not None and not await conn.fetchval(OPEN_SIBLINGS, parent["session_id"]):
+    if parent is not None and not await uow.executions_of(parent["session_id"], open_only=True):
         # The last open child of the round: settle the barrier in this very transaction
         # (ADR 0011). Recovery still reacts to the finished execution and finds it done.
-        await settle_locked(conn, parent)
+        await settle_locked(uow, parent)
 
 
 async def run_totals(
-    conn: Connection,
-    execution: Any,
+    uow: AbstractUnitOfWork,
+    execution: Row,
     messages: list[StoredMessage],
     pending_usage: dict[UUID, dict[str, int]] | None = None,
 ) -> tuple[int, int, ev.TokenUsage]:
     """Rounds, tool calls and token usage of this execution's run of the child session:
     the messages after its start message; `pending_usage` covers messages not stored yet."""
-    usages: dict[Any, Any] = {
-        r["message_id"]: r["usage"]
-        for r in await conn.fetch(
-            "SELECT message_id, usage FROM messages WHERE session_id = $1 AND usage IS NOT NULL",
-            execution["child_session_id"],
-        )
-    }
+    usages: dict[Any, Any] = await uow.message_usages(execution["child_session_id"])
     usages.update(pending_usage or {})
     start_seq = next((m.seq for m in messages if m.message_id == execution["start_message_id"]), 0)
     return account(messages, usages, start_seq)
 
 
-async def announce(conn: Connection, parent: Any, event: ev.DomainEvent) -> None:
+async def announce(uow: AbstractUnitOfWork, parent: Row | None, event: ev.DomainEvent) -> None:
     """Append a notice to the parent's stream; the caller holds the parent's row lock."""
     if parent is not None:
-        await eventstore.append(conn, str(parent["session_id"]), [event], expected_version=parent["version"])
+        await uow.append(str(parent["session_id"]), [event], expected_version=parent["version"])

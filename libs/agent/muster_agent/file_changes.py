@@ -19,12 +19,10 @@ from typing import Any, cast
 from uuid import UUID, uuid4
 
 from muster_contracts import events as ev
-from muster_runtime import eventstore
-from muster_runtime.db import Connection, Pool
-from muster_runtime.unit_of_work import PostgresUnitOfWork
+from muster_runtime.unit_of_work import UnitOfWorkFactory
 
 from muster_agent.file_snapshots import Snapshot, sha256, take_snapshot, unified_diff
-from muster_agent.session_store import SessionState, lock_session
+from muster_agent.session_store import SessionState
 from muster_agent.tools.workspace import Workspace, WorkspaceError
 
 FILE_TOOLS = frozenset({"write_file", "edit_file", "delete_file"})
@@ -113,32 +111,16 @@ class ChangeRecorder:
         return digest
 
 
-async def store_blobs(conn: Connection, blobs: Mapping[str, str]) -> None:
-    if not blobs:
-        return
-    digests = sorted(blobs)  # a fixed order: concurrent writers of shared blobs cannot deadlock
-    contents = [blobs[d] for d in digests]
-    await conn.execute(
-        """INSERT INTO blobs (sha256, content, size)
-           SELECT * FROM unnest($1::text[], $2::text[], $3::int[])
-           ON CONFLICT (sha256) DO NOTHING""",
-        digests,
-        contents,
-        [len(c.encode("utf-8")) for c in contents],
-    )
-
-
 async def record_unanswered(
-    pool: Pool, session_id: UUID, changes: Sequence[ev.FileChanged], blobs: Mapping[str, str]
+    uows: UnitOfWorkFactory, session_id: UUID, changes: Sequence[ev.FileChanged], blobs: Mapping[str, str]
 ) -> None:
     """The session stopped running here before a tool's result could be recorded (cancelled,
     lease lost): the files changed all the same, so the changes are recorded on their own."""
     if not changes:
         return
-    async with PostgresUnitOfWork(pool) as uow:
-        conn = await uow.connection()
-        row = await lock_session(conn, session_id)
+    async with uows() as uow:
+        row = await uow.lock_session(session_id)
         if row is None:
             return
-        await store_blobs(conn, blobs)
-        await eventstore.append(conn, str(session_id), list(changes), expected_version=row["version"])
+        await uow.store_blobs(blobs)
+        await uow.append(str(session_id), list(changes), expected_version=row["version"])

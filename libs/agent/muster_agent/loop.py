@@ -19,8 +19,7 @@ from uuid import UUID, uuid4
 import asyncpg
 from muster_contracts import events as ev
 from muster_runtime import eventstore
-from muster_runtime.db import Connection, Pool
-from muster_runtime.unit_of_work import PostgresUnitOfWork
+from muster_runtime.unit_of_work import AbstractUnitOfWork, UnitOfWorkFactory
 
 from muster_agent import session_store as store
 from muster_agent.agents import AgentRegistry, UnknownAgentType
@@ -39,7 +38,7 @@ ToolHook = Callable[[SessionState, list[dict[str, Any]], Sequence[store.Item]], 
 # Called inside the transaction that ends a turn (row locked), before it commits: the worker
 # records the execution's terminal status here, atomically with the final answer.
 CloseHook = Callable[
-    [Connection, SessionState, list[ev.DomainEvent], ev.SessionPhaseChanged], Awaitable[None]
+    [AbstractUnitOfWork, SessionState, list[ev.DomainEvent], ev.SessionPhaseChanged], Awaitable[None]
 ]
 
 TRANSIENT = (eventstore.ConcurrencyError, asyncpg.DeadlockDetectedError, asyncpg.SerializationError)
@@ -47,7 +46,7 @@ TRANSIENT = (eventstore.ConcurrencyError, asyncpg.DeadlockDetectedError, asyncpg
 
 @dataclass
 class LoopDeps:
-    pool: Pool
+    uows: UnitOfWorkFactory
     model: ModelProvider
     agents: AgentRegistry
     workspaces: Path
@@ -71,7 +70,7 @@ async def run_until_idle(deps: LoopDeps, session_id: UUID) -> str:
     while True:
         try:
             if state is None:
-                state = await store.load_state(deps.pool, session_id)
+                state = await store.read_state(deps.uows, session_id)
             outcome, state = await step(deps, state)
         except TRANSIENT as exc:
             # Another writer won a race on this session: reload and decide again.
@@ -138,7 +137,7 @@ async def _resume(deps: LoopDeps, state: SessionState, tail: list[StoredMessage]
         )
     if state.phase == "RESUMING":
         events.append(ev.SessionPhaseChanged(phase="RUNNING"))
-    resumed = await store.record_items(deps.pool, state, events)
+    resumed = await store.record_items(deps.uows, state, events)
     if resumed is not None:
         log.info(
             "session_resumed session=%s type=%s discarded=%d", state.session_id, state.session_type, len(tail)
@@ -212,14 +211,13 @@ async def _close_turn(
         if failure
         else ev.SessionPhaseChanged(phase="COMPLETED")
     )
-    async with PostgresUnitOfWork(deps.pool) as uow:
-        conn = await uow.connection()
-        row, found = await store.lock_if_current(conn, state.session_id, state.message_count)
-        if found != store.Lock.CURRENT:
+    async with deps.uows() as uow:
+        row, found = await store.lock_if_current(uow, state.session_id, state.message_count)
+        if row is None or found != store.Lock.CURRENT:
             return (StepOutcome.CONTINUE if found == store.Lock.MOVED else StepOutcome.IDLE), None
         if deps.on_close is not None:
-            await deps.on_close(conn, state, final, phase)
-        next_turn = await store.start_next_turn(conn, row, after=[*final, phase])
+            await deps.on_close(uow, state, final, phase)
+        next_turn = await store.start_next_turn(uow, row, after=[*final, phase])
     log.info("turn_finished session=%s phase=%s next_turn=%s", state.session_id, phase.phase, next_turn)
     # A next turn starts from a reload: its USER message was written by the gateway's input.
     return (StepOutcome.CONTINUE if next_turn else StepOutcome.IDLE), None

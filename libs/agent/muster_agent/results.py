@@ -10,8 +10,10 @@ from muster_contracts import events as ev
 from muster_agent.history import StoredMessage
 
 
-def execution_result(execution: Any) -> str:
-    """JSON string of a terminal execution row, in the snake_case shape models read."""
+def execution_result(execution: Any, completed_rounds: int | None = None) -> str:
+    """JSON string of a terminal execution row, in the snake_case shape models read. A
+    failure carries its reason in both `result` and `error`; a follow-up says which round
+    of the child it was and how many of the child's rounds completed (`completed_rounds`)."""
     usage = execution["usage"] or {}
     prompt, completion = int(usage.get("prompt_tokens", 0)), int(usage.get("completion_tokens", 0))
     body: dict[str, Any] = {
@@ -30,9 +32,11 @@ def execution_result(execution: Any) -> str:
     }
     if execution["status"] != "COMPLETED":
         body["error"] = execution["error"] or execution["status"].lower()
+        body["result"] = body["error"]
     if execution["invocation_type"] == "FOLLOWUP":
         body["follow_up"] = True
         body["round"] = execution["round"]
+        body["completed_rounds"] = completed_rounds if completed_rounds is not None else execution["round"]
     return json.dumps(body)
 
 

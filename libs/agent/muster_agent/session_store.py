@@ -8,16 +8,13 @@ decision half-way.
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any, NamedTuple
 from uuid import UUID, uuid4
 
-import asyncpg
 from muster_contracts import events as ev
-from muster_runtime import eventstore
-from muster_runtime.db import Connection, Pool
-from muster_runtime.unit_of_work import PostgresUnitOfWork
+from muster_runtime.unit_of_work import AbstractUnitOfWork, Row, SessionSnapshot, UnitOfWorkFactory
 
 from muster_agent.history import StoredMessage, pending_tool_calls, to_chat
 
@@ -100,34 +97,13 @@ def advance(state: SessionState, version: int, events: Sequence[ev.DomainEvent])
     )
 
 
-async def lock_session(conn: Connection, session_id: UUID) -> Any:
-    return await conn.fetchrow("SELECT * FROM sessions WHERE session_id = $1 FOR UPDATE", session_id)
-
-
-LOAD_STATE = """
-SELECT s.*,
-    (SELECT json_agg(json_build_object('message_id', m.message_id, 'seq', m.seq, 'role', m.role,
-                'content', m.content, 'tool_calls', m.tool_calls, 'tool_call_id', m.tool_call_id)
-            ORDER BY m.seq)
-     FROM messages m WHERE m.session_id = s.session_id AND NOT m.discarded) AS history,
-    (SELECT array_agg(t.tool_call_id) FROM tool_runs t WHERE t.session_id = s.session_id) AS started
-FROM sessions s WHERE s.session_id = $1
-"""
-
-
-async def load_state(conn: Connection | Pool, session_id: UUID) -> SessionState | None:
-    if isinstance(conn, asyncpg.Pool):
-        async with conn.acquire() as held:
-            return await load_state(held, session_id)
-    # One round trip: the step loop reloads its state before every decision.
-    row = await conn.fetchrow(LOAD_STATE, session_id)
-    if row is None:
+def snapshot_state(snapshot: SessionSnapshot | None) -> SessionState | None:
+    if snapshot is None:
         return None
+    row = snapshot.row
     messages = [
-        StoredMessage(
-            UUID(m["message_id"]), m["seq"], m["role"], m["content"], m["tool_calls"], m["tool_call_id"]
-        )
-        for m in row["history"] or []
+        StoredMessage(m["message_id"], m["seq"], m["role"], m["content"], m["tool_calls"], m["tool_call_id"])
+        for m in snapshot.messages
     ]
     return SessionState(
         session_id=row["session_id"],
@@ -141,15 +117,29 @@ async def load_state(conn: Connection | Pool, session_id: UUID) -> SessionState 
         version=row["version"],
         message_count=row["message_count"],
         messages=messages,
-        started_tool_calls=frozenset(row["started"] or ()),
+        started_tool_calls=snapshot.started_tool_calls,
         chat=tuple(to_chat(messages)),
-        background=None
-        if row["background"] is None
-        else tuple((b["role"], b["content"]) for b in row["background"]),
-        workspace_id=row["workspace_id"],
-        permission_level=row["permission_level"],
-        execution_mode=row["execution_mode"],
+        # Projected by migration 0010 (the in-memory unit of work's rows may lack them).
+        background=_background(row.get("background")),
+        workspace_id=row.get("workspace_id"),
+        permission_level=row.get("permission_level") or "auto",
+        execution_mode=row.get("execution_mode") or "CLOUD",
     )
+
+
+def _background(stored: list[dict[str, str]] | None) -> tuple[tuple[str, str], ...] | None:
+    return None if stored is None else tuple((b["role"], b["content"]) for b in stored)
+
+
+async def load_state(uow: AbstractUnitOfWork, session_id: UUID) -> SessionState | None:
+    """The session's state as this decision sees it (one round trip on PostgreSQL)."""
+    return snapshot_state(await uow.session_state(session_id))
+
+
+async def read_state(uows: UnitOfWorkFactory, session_id: UUID) -> SessionState | None:
+    """`load_state` in a unit of work of its own: what a step decides on."""
+    async with uows() as uow:
+        return await load_state(uow, session_id)
 
 
 EventsFor = Callable[[int], Sequence[ev.DomainEvent]]
@@ -164,9 +154,11 @@ class Lock:
     CURRENT = "current"
 
 
-async def lock_if_current(conn: Connection, session_id: UUID, expected_count: int) -> tuple[Any, str]:
+async def lock_if_current(
+    uow: AbstractUnitOfWork, session_id: UUID, expected_count: int
+) -> tuple[Row | None, str]:
     """Lock the session row and compare it with what the caller decided on."""
-    row = await lock_session(conn, session_id)
+    row = await uow.lock_session(session_id)
     if row is None or row["phase"] not in RUNNING_PHASES:
         return row, Lock.GONE
     if row["message_count"] != expected_count:
@@ -175,7 +167,7 @@ async def lock_if_current(conn: Connection, session_id: UUID, expected_count: in
 
 
 async def record_if_current(
-    pool: Pool,
+    uows: UnitOfWorkFactory,
     state: SessionState,
     events_for: EventsFor,
     *,
@@ -185,7 +177,7 @@ async def record_if_current(
     message since the caller looked (`state`), with the `blobs` its events reference: one
     round trip. Returns the state after the append; None means: drop your result."""
     events = list(events_for(state.message_count + 1))
-    async with PostgresUnitOfWork(pool) as uow:
+    async with uows() as uow:
         recorded = await uow.append_if_current(state.session_id, state.message_count, events, blobs=blobs)
     if recorded.outcome != "current" or recorded.base_version is None:
         return None
@@ -210,14 +202,14 @@ def message_items(items: Sequence[Item], first_seq: int) -> list[ev.DomainEvent]
 
 
 async def record_items(
-    pool: Pool,
+    uows: UnitOfWorkFactory,
     state: SessionState,
     items: Sequence[Item],
     *,
     blobs: dict[str, str] | None = None,
 ) -> SessionState | None:
     """`record_if_current` for a list of events and message builders."""
-    return await record_if_current(pool, state, lambda seq: message_items(items, seq), blobs=blobs)
+    return await record_if_current(uows, state, lambda seq: message_items(items, seq), blobs=blobs)
 
 
 def tool_message(tool_call_id: str, content: str) -> MessageAt:
@@ -230,10 +222,12 @@ def error_result(reason: str) -> str:
     return json.dumps({"success": False, "error": reason})
 
 
-async def answer_open_calls(conn: Connection, session_id: UUID, first_seq: int) -> list[ev.MessageRecorded]:
+async def answer_open_calls(
+    uow: AbstractUnitOfWork, session_id: UUID, first_seq: int
+) -> list[ev.MessageRecorded]:
     """Error results for the tool calls an ended (cancelled or crashed) turn left open,
     numbered from `first_seq`: a new USER message may only follow a complete round."""
-    state = await load_state(conn, session_id)
+    state = await load_state(uow, session_id)
     assert state is not None
     reason = error_result("interrupted: the turn ended before this tool call finished")
     return [
@@ -242,22 +236,20 @@ async def answer_open_calls(conn: Connection, session_id: UUID, first_seq: int) 
     ]
 
 
-async def start_next_turn(conn: Connection, row: Any, *, after: Sequence[ev.DomainEvent] = ()) -> bool:
+async def start_next_turn(
+    uow: AbstractUnitOfWork, row: Mapping[str, Any], *, after: Sequence[ev.DomainEvent] = ()
+) -> bool:
     """With the session row locked: turn the oldest queued input into the USER message of
     a new RUNNING turn. Unanswered tool calls of an earlier (cancelled or crashed) turn get
     an error result first, so the history stays valid and nothing is re-run.
 
     `after` are events the caller appends first in the same transaction (a turn's end)."""
     session_id: UUID = row["session_id"]
-    queued = await conn.fetchrow(
-        """SELECT message_id, content FROM session_inputs
-           WHERE session_id = $1 AND state = 'QUEUED' ORDER BY position LIMIT 1""",
-        session_id,
-    )
+    queued = await uow.next_queued_input(session_id)
     events: list[ev.DomainEvent] = list(after)
     seq = row["message_count"] + sum(isinstance(e, ev.MessageRecorded) for e in after)
     if queued is not None:
-        closing = await answer_open_calls(conn, session_id, seq + 1)
+        closing = await answer_open_calls(uow, session_id, seq + 1)
         events += closing
         seq += len(closing) + 1
         events.append(
@@ -267,5 +259,5 @@ async def start_next_turn(conn: Connection, row: Any, *, after: Sequence[ev.Doma
         )
         events.append(ev.SessionPhaseChanged(phase="RUNNING"))
     if events:
-        await eventstore.append(conn, str(session_id), events, expected_version=row["version"])
+        await uow.append(str(session_id), events, expected_version=row["version"])
     return queued is not None

@@ -88,22 +88,18 @@ async def _record(
     """Record `carry` with the blobs of the file changes in it. When the session no longer
     runs here, the changes are recorded all the same: the files did change."""
     assert state is not None
-    recorded = await store.record_items(deps.pool, state, carry, blobs=dict(changes.blobs))
+    recorded = await store.record_items(deps.uows, state, carry, blobs=dict(changes.blobs))
     if recorded is None:
         unanswered = [item for item in carry if isinstance(item, ev.FileChanged)]
-        await record_unanswered(deps.pool, state.session_id, unanswered, changes.blobs)
+        await record_unanswered(deps.uows, state.session_id, unanswered, changes.blobs)
     changes.blobs.clear()
     return recorded
 
 
 async def _recorded_result(deps: Any, state: SessionState, tool_call_id: str) -> str | None:
-    content: str | None = await deps.pool.fetchval(
-        """SELECT content FROM messages WHERE session_id = $1 AND tool_call_id = $2 AND role = 'TOOL'
-           ORDER BY seq DESC LIMIT 1""",
-        state.session_id,
-        tool_call_id,
-    )
-    return content
+    async with deps.uows() as uow:
+        result: str | None = await uow.tool_result(state.session_id, tool_call_id)
+    return result
 
 
 def _allowed_tools(deps: Any, state: SessionState) -> frozenset[str]:

@@ -87,7 +87,10 @@ class TokenUsage(Message):
 
 
 class MessageRecorded(DomainEvent):
+    """v2 added `source_session_id`: the child session a delivered TOOL result came from."""
+
     type: Literal["MessageRecorded"] = "MessageRecorded"
+    schema_version: int = 2
     message_id: UUID
     seq: int
     role: Role
@@ -95,6 +98,7 @@ class MessageRecorded(DomainEvent):
     tool_calls: list[ToolCallSpec] | None = None
     tool_call_id: str | None = None
     usage: TokenUsage | None = None  # ASSISTANT messages: what the model call cost
+    source_session_id: UUID | None = None
 
 
 class MessagesDiscarded(DomainEvent):

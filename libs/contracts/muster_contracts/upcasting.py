@@ -28,7 +28,11 @@ def _session_created_v1(payload: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-UPCASTERS: dict[tuple[str, int], Upcaster] = {("SessionCreated", 1): _session_created_v1}
+UPCASTERS: dict[tuple[str, int], Upcaster] = {
+    # v2: a delivered TOOL result names its child session; nothing recorded before did.
+    ("MessageRecorded", 1): lambda payload: {**payload, "source_session_id": None},
+    ("SessionCreated", 1): _session_created_v1,
+}
 
 
 class UnknownEventType(ValueError):

@@ -1,19 +1,20 @@
 """The unit of work in memory: the same contract as `PostgresUnitOfWork` (the contract tests
-run against both), for unit tests of decisions that need no database.
+run against both), so the loop, the barrier and delegation are unit-tested without a
+database.
 
 A transaction works on a private copy of the store and swaps it in on commit. Transactions
 are serialised by one lock taken at begin: stricter than PostgreSQL's row locks, with the
 same outcomes for a decision (it sees what committed before it, and a stale expected
-version still loses).
+version still loses); so `lock_session(nowait=True)` never finds a row busy.
 """
 
 from __future__ import annotations
 
 import asyncio
 import copy
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any
 from uuid import UUID, uuid4
 
@@ -21,15 +22,19 @@ from muster_contracts import events as ev
 from muster_contracts.envelope import Envelope
 
 from muster_runtime.eventstore import ConcurrencyError, Recorded, StoredEvent
-from muster_runtime.unit_of_work import AbstractUnitOfWork
+from muster_runtime.memory_projection import Tables, project
+from muster_runtime.unit_of_work import OPEN_STATUSES, AbstractUnitOfWork, Row, SessionSnapshot
+
+RUNNING_PHASES = ("RUNNING", "RESUMING")
 
 
 @dataclass
 class MemoryState:
     streams: dict[str, list[StoredEvent]] = field(default_factory=dict)
-    sessions: dict[UUID, dict[str, Any]] = field(default_factory=dict)
+    tables: Tables = field(default_factory=Tables)
     processed: set[tuple[str, str]] = field(default_factory=set)
     blobs: dict[str, str] = field(default_factory=dict)
+    leases: dict[str, tuple[str, datetime]] = field(default_factory=dict)
     position: int = 0
 
 
@@ -45,40 +50,15 @@ class MemoryStore:
         return InMemoryUnitOfWork(self)
 
 
-def _project(sessions: dict[UUID, dict[str, Any]], stored: StoredEvent) -> None:
-    """The slice of the `sessions` projection that decisions read under their lock."""
-    event = stored.event
-    if isinstance(event, ev.SessionCreated):
-        sessions[event.session_id] = {
-            **event.model_dump(exclude={"type", "schema_version"}),
-            "phase": None,
-            "message_count": 0,
-            "version": stored.stream_version,
-        }
-        return
-    row = sessions.get(UUID(stored.stream_id)) if _is_uuid(stored.stream_id) else None
-    if row is None:
-        return
-    if isinstance(event, ev.MessageRecorded):
-        row["message_count"] = max(row["message_count"], event.seq)
-    elif isinstance(event, ev.SessionPhaseChanged):
-        row["phase"] = event.phase
-    row["version"] = stored.stream_version
-
-
-def _is_uuid(value: str) -> bool:
-    try:
-        UUID(value)
-    except ValueError:
-        return False
-    return True
-
-
 class InMemoryUnitOfWork(AbstractUnitOfWork):
     def __init__(self, store: MemoryStore) -> None:
         self._store = store
         self._work = MemoryState()
         self._sending: list[tuple[str, str, Envelope]] = []
+
+    @property
+    def _tables(self) -> Tables:
+        return self._work.tables
 
     async def _begin(self) -> None:
         await self._store.lock.acquire()
@@ -92,10 +72,6 @@ class InMemoryUnitOfWork(AbstractUnitOfWork):
 
     async def _rollback(self) -> None:
         self._store.lock.release()
-
-    async def lock_session(self, session_id: UUID) -> dict[str, Any] | None:
-        row = self._work.sessions.get(session_id)
-        return dict(row) if row is not None else None
 
     async def append(
         self,
@@ -117,7 +93,7 @@ class InMemoryUnitOfWork(AbstractUnitOfWork):
             version = expected_version + offset
             record = StoredEvent(self._work.position, stream_id, version, uuid4(), now, metadata or {}, event)
             stream.append(record)
-            _project(self._work.sessions, record)
+            project(self._tables, record)
             stored.append(record)
         return stored
 
@@ -127,17 +103,21 @@ class InMemoryUnitOfWork(AbstractUnitOfWork):
         expected_count: int,
         events: Sequence[ev.DomainEvent],
         *,
-        blobs: dict[str, str] | None = None,
+        blobs: Mapping[str, str] | None = None,
     ) -> Recorded:
-        row = self._work.sessions.get(session_id)
-        if row is None or row["phase"] not in ("RUNNING", "RESUMING"):
+        row = self._tables.sessions.get(session_id)
+        if row is None or row["phase"] not in RUNNING_PHASES:
             return Recorded("gone", row["version"] if row else None, row["phase"] if row else None, [])
         if row["message_count"] != expected_count:
             return Recorded("moved", row["version"], row["phase"], [])
-        self._work.blobs.update(blobs or {})
+        await self.store_blobs(blobs or {})
         base, phase = row["version"], row["phase"]
         stored = await self.append(str(session_id), events, expected_version=base)
         return Recorded("current", base, phase, stored)
+
+    async def store_blobs(self, blobs: Mapping[str, str]) -> None:
+        for digest, content in blobs.items():
+            self._work.blobs.setdefault(digest, content)
 
     async def send(self, topic: str, key: str, message: Envelope) -> None:
         self._sending.append((topic, key, message))
@@ -148,5 +128,95 @@ class InMemoryUnitOfWork(AbstractUnitOfWork):
         self._work.processed.add((consumer, message_id))
         return True
 
+    async def try_lease(self, resource_id: str, owner: str, ttl_s: float) -> bool:
+        now = datetime.now(UTC)
+        held = self._work.leases.get(resource_id)
+        if held is not None and held[0] != owner and held[1] > now:
+            return False
+        self._work.leases[resource_id] = (owner, now + timedelta(seconds=ttl_s))
+        return True
+
+    async def lock_session(self, session_id: UUID, *, nowait: bool = False) -> Row | None:
+        row = self._tables.sessions.get(session_id)
+        return dict(row) if row is not None else None
+
+    async def session_state(self, session_id: UUID) -> SessionSnapshot | None:
+        row = self._tables.sessions.get(session_id)
+        if row is None:
+            return None
+        history = sorted(
+            (
+                m
+                for m in self._tables.messages.values()
+                if m["session_id"] == session_id and not m["discarded"]
+            ),
+            key=lambda m: m["seq"],
+        )
+        messages = [
+            {k: m[k] for k in ("message_id", "seq", "role", "content", "tool_calls", "tool_call_id")}
+            for m in history
+        ]
+        started = frozenset(call for sid, call in self._tables.tool_runs if sid == session_id)
+        return SessionSnapshot(dict(row), copy.deepcopy(messages), started)
+
     async def read_stream(self, stream_id: str) -> list[StoredEvent]:
         return list(self._work.streams.get(stream_id, []))
+
+    async def current_version(self, stream_id: str) -> int:
+        return len(self._work.streams.get(stream_id, []))
+
+    async def next_queued_input(self, session_id: UUID) -> Row | None:
+        queued = [
+            i
+            for i in self._tables.inputs.values()
+            if i["session_id"] == session_id and i["state"] == "QUEUED"
+        ]
+        return dict(min(queued, key=lambda i: i["position"])) if queued else None
+
+    async def tool_result(self, session_id: UUID, tool_call_id: str) -> str | None:
+        results = [
+            m
+            for m in self._tables.messages.values()
+            if m["session_id"] == session_id and m["tool_call_id"] == tool_call_id and m["role"] == "TOOL"
+        ]
+        return max(results, key=lambda m: m["seq"])["content"] if results else None
+
+    async def message_usages(self, session_id: UUID) -> dict[UUID, dict[str, Any]]:
+        messages = self._tables.messages.values()
+        return {m["message_id"]: m["usage"] for m in messages if m["session_id"] == session_id and m["usage"]}
+
+    async def execution(self, execution_id: UUID, *, lock: bool = False) -> Row | None:
+        row = self._tables.executions.get(execution_id)
+        return dict(row) if row is not None else None
+
+    async def open_execution_of(self, child_session_id: UUID) -> Row | None:
+        runs = [
+            e
+            for e in self._tables.executions.values()
+            if e["child_session_id"] == child_session_id and e["status"] in OPEN_STATUSES
+        ]
+        return dict(max(runs, key=lambda e: e["round"])) if runs else None
+
+    async def executions_of(self, parent_session_id: UUID, *, open_only: bool = False) -> list[Row]:
+        return self._of_parent(parent_session_id, lambda e: not open_only or e["status"] in OPEN_STATUSES)
+
+    async def undelivered_executions(self, parent_session_id: UUID, *, lock: bool = True) -> list[Row]:
+        return self._of_parent(parent_session_id, lambda e: e["delivery_status"] == "PENDING")
+
+    def _of_parent(self, parent_session_id: UUID, keep: Any) -> list[Row]:
+        runs = [
+            dict(e)
+            for e in self._tables.executions.values()
+            if e["parent_session_id"] == parent_session_id and keep(e)
+        ]
+        return sorted(runs, key=lambda e: (e["started_at"], e["execution_id"]))
+
+    async def runs_of(self, child_session_id: UUID) -> list[Row]:
+        runs = [
+            dict(e) for e in self._tables.executions.values() if e["child_session_id"] == child_session_id
+        ]
+        return sorted(runs, key=lambda e: e["round"])
+
+    async def lease_live(self, resource_id: str, now: datetime) -> bool | None:
+        held = self._work.leases.get(resource_id)
+        return None if held is None else held[1] > now

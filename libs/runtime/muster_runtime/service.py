@@ -26,6 +26,7 @@ from muster_runtime.edge import Edge
 from muster_runtime.fetching import AdaptiveFetchBroker
 from muster_runtime.kafka import consumer_options, publisher, start_producer
 from muster_runtime.outbox import OutboxRelay
+from muster_runtime.postgres_uow import PostgresUnitOfWork
 from muster_runtime.settings import Settings
 
 T = TypeVar("T")
@@ -74,6 +75,10 @@ class Resources:
 
     def spawn(self, work: Awaitable[None]) -> None:
         self.tasks.append(asyncio.ensure_future(work))
+
+    def uow(self) -> PostgresUnitOfWork:
+        """A unit of work on this pool: the factory decisions take."""
+        return PostgresUnitOfWork(self.pool)
 
 
 @contextlib.asynccontextmanager

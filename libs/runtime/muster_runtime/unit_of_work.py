@@ -1,20 +1,27 @@
 """The unit of work: one decision, one transaction (cosmicpython's `unit_of_work.py`).
 
 `async with uow as work:` holds a decision; inside, it locks what it decides on
-(`lock_session`), appends events naming the version it read (`append`: projections and the
+(`lock_session`), reads what the decision needs (the session's state, its executions, its
+queued input), appends events naming the version it read (`append`: projections and the
 outbox row go with it) and sends the commands it causes (`send`), or makes the whole
 decision in one statement (`append_if_current`). Leaving the block commits; an exception
-rolls everything back. After the commit, the outbox rows written are
-published by this process at once (`dispatch`), the relay being the fallback.
+rolls everything back. After the commit the outbox rows written are published by this
+process at once (`dispatch`), the relay being the fallback.
 
-`PostgresUnitOfWork` is the real one; `InMemoryUnitOfWork` (`memory_uow.py`) keeps the same
-contract in a dict for fast unit tests. Both pass `tests/unit/runtime/test_unit_of_work_contract.py`.
+Decisions use only this interface, so they run unchanged on `PostgresUnitOfWork`
+(`postgres_uow.py`) and on `InMemoryUnitOfWork` (`memory_uow.py`, for fast unit tests).
+Both pass `tests/unit/runtime/test_unit_of_work_contract.py`.
+
+Rows are plain mappings with the projection tables' column names (`sessions`, `messages`,
+`executions`, `session_inputs`).
 """
 
 from __future__ import annotations
 
 import abc
-from collections.abc import Sequence
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from datetime import datetime
 from types import TracebackType
 from typing import Any, Self
 from uuid import UUID
@@ -22,13 +29,29 @@ from uuid import UUID
 from muster_contracts.envelope import Envelope
 from muster_contracts.events import DomainEvent
 
-from muster_runtime import dispatch, eventstore, outbox, tracking
-from muster_runtime.db import Connection, Pool
-from muster_runtime.eventstore import StoredEvent
+from muster_runtime.eventstore import Recorded, StoredEvent
+
+Row = dict[str, Any]
+OPEN_STATUSES = ("RUNNING", "RECOVERING")
+
+
+class SessionBusy(Exception):
+    """`lock_session(nowait=True)` found the row locked by another decision."""
+
+
+@dataclass(frozen=True)
+class SessionSnapshot:
+    """A session's row with its visible history (not discarded, by seq) and the ids of the
+    tool calls whose start was recorded."""
+
+    row: Row
+    messages: list[Row]
+    started_tool_calls: frozenset[str]
 
 
 class AbstractUnitOfWork(abc.ABC):
-    """What a decision may do between lock and commit."""
+    """What a decision may do between lock and commit. Lock order everywhere: a child
+    session before its parent, sessions before executions."""
 
     async def __aenter__(self) -> Self:
         await self._begin()
@@ -51,10 +74,7 @@ class AbstractUnitOfWork(abc.ABC):
     @abc.abstractmethod
     async def _rollback(self) -> None: ...
 
-    @abc.abstractmethod
-    async def lock_session(self, session_id: UUID) -> dict[str, Any] | None:
-        """The session's row, locked until commit (None: no such session). Lock order:
-        a child session before its parent, sessions before executions."""
+    # -- writes --------------------------------------------------------------------------
 
     @abc.abstractmethod
     async def append(
@@ -75,10 +95,14 @@ class AbstractUnitOfWork(abc.ABC):
         expected_count: int,
         events: Sequence[DomainEvent],
         *,
-        blobs: dict[str, str] | None = None,
-    ) -> eventstore.Recorded:
+        blobs: Mapping[str, str] | None = None,
+    ) -> Recorded:
         """Append to a session only if it still runs (RUNNING or RESUMING) and still has
         `expected_count` messages, storing `blobs` with it; the outcome says which."""
+
+    @abc.abstractmethod
+    async def store_blobs(self, blobs: Mapping[str, str]) -> None:
+        """File contents by sha256, kept once (a content already stored is left alone)."""
 
     @abc.abstractmethod
     async def send(self, topic: str, key: str, message: Envelope) -> None:
@@ -89,91 +113,63 @@ class AbstractUnitOfWork(abc.ABC):
         """True the first time this consumer applies this message (kept on commit only)."""
 
     @abc.abstractmethod
+    async def try_lease(self, resource_id: str, owner: str, ttl_s: float) -> bool:
+        """Take or renew the lease on `resource_id` unless another owner's is still live."""
+
+    # -- locks and reads -----------------------------------------------------------------
+
+    @abc.abstractmethod
+    async def lock_session(self, session_id: UUID, *, nowait: bool = False) -> Row | None:
+        """The session's row, locked until commit (None: no such session). With `nowait`,
+        a row locked by another decision raises `SessionBusy` instead of waiting."""
+
+    @abc.abstractmethod
+    async def session_state(self, session_id: UUID) -> SessionSnapshot | None:
+        """The session's row and visible history, as this decision sees them."""
+
+    @abc.abstractmethod
     async def read_stream(self, stream_id: str) -> list[StoredEvent]:
         """Every event of the stream, in order, as this transaction sees it."""
 
+    @abc.abstractmethod
+    async def current_version(self, stream_id: str) -> int: ...
 
-class PostgresUnitOfWork(AbstractUnitOfWork):
-    """The transaction starts with the first statement that needs it, so a decision made
-    of one `append_if_current` is a single round trip in an implicit transaction."""
+    @abc.abstractmethod
+    async def next_queued_input(self, session_id: UUID) -> Row | None:
+        """The oldest input accepted while the session ran and not yet turned into a
+        message (`message_id`, `content`)."""
 
-    def __init__(self, pool: Pool) -> None:
-        self._pool = pool
-        self._held: Any = None
-        self._transaction: Any = None
-        self._collecting: Any = None
-        self._outgoing: list[dispatch.Outgoing] = []
+    @abc.abstractmethod
+    async def tool_result(self, session_id: UUID, tool_call_id: str) -> str | None:
+        """The recorded TOOL result of a call, if any."""
 
-    async def connection(self) -> Connection:
-        """The transaction's connection, for the reads a decision makes under its locks."""
-        assert self._held is not None, "use the unit of work inside `async with`"
-        if self._transaction is None:
-            self._transaction = self._held.transaction()
-            await self._transaction.start()
-        conn: Connection = self._held
-        return conn
+    @abc.abstractmethod
+    async def message_usages(self, session_id: UUID) -> dict[UUID, dict[str, Any]]:
+        """Token usage of the session's messages that carry one, by message id."""
 
-    async def _begin(self) -> None:
-        self._held = await self._pool.acquire()
-        self._collecting = dispatch.collecting()
-        self._outgoing = self._collecting.__enter__()
+    @abc.abstractmethod
+    async def execution(self, execution_id: UUID, *, lock: bool = False) -> Row | None: ...
 
-    async def _commit(self) -> None:
-        try:
-            if self._transaction is not None:
-                await self._transaction.commit()
-        finally:
-            await self._close()
-        dispatcher = dispatch.installed()
-        if dispatcher is not None and self._outgoing:
-            await dispatcher.dispatch(self._outgoing)
+    @abc.abstractmethod
+    async def open_execution_of(self, child_session_id: UUID) -> Row | None:
+        """The child session's running (or recovering) execution, the latest round."""
 
-    async def _rollback(self) -> None:
-        try:
-            if self._transaction is not None:
-                await self._transaction.rollback()
-        finally:
-            await self._close()
+    @abc.abstractmethod
+    async def executions_of(self, parent_session_id: UUID, *, open_only: bool = False) -> list[Row]:
+        """The executions the parent delegated (only the running ones with `open_only`)."""
 
-    async def _close(self) -> None:
-        self._collecting.__exit__(None, None, None)
-        held, self._held, self._transaction = self._held, None, None
-        await self._pool.release(held)
+    @abc.abstractmethod
+    async def undelivered_executions(self, parent_session_id: UUID, *, lock: bool = True) -> list[Row]:
+        """The parent's executions whose result is neither delivered nor suppressed, by
+        start time, locked until commit unless `lock` is False."""
 
-    async def lock_session(self, session_id: UUID) -> dict[str, Any] | None:
-        conn = await self.connection()
-        row = await conn.fetchrow("SELECT * FROM sessions WHERE session_id = $1 FOR UPDATE", session_id)
-        return dict(row) if row is not None else None
+    @abc.abstractmethod
+    async def runs_of(self, child_session_id: UUID) -> list[Row]:
+        """The executions that ran the child session, by round (a follow-up is the next)."""
 
-    async def append(
-        self,
-        stream_id: str,
-        events: Sequence[DomainEvent],
-        *,
-        expected_version: int | None,
-        metadata: dict[str, Any] | None = None,
-    ) -> list[StoredEvent]:
-        return await eventstore.append(
-            await self.connection(), stream_id, events, expected_version=expected_version, metadata=metadata
-        )
+    @abc.abstractmethod
+    async def lease_live(self, resource_id: str, now: datetime) -> bool | None:
+        """Whether the lease on `resource_id` is live at `now`; None: nobody ever held it."""
 
-    async def append_if_current(
-        self,
-        session_id: UUID,
-        expected_count: int,
-        events: Sequence[DomainEvent],
-        *,
-        blobs: dict[str, str] | None = None,
-    ) -> eventstore.Recorded:
-        # Outside a transaction this is the whole decision, committed by the one statement.
-        conn: Connection = self._held if self._transaction is None else await self.connection()
-        return await eventstore.record_if_current(conn, session_id, expected_count, events, blobs=blobs)
 
-    async def send(self, topic: str, key: str, message: Envelope) -> None:
-        await outbox.enqueue(await self.connection(), topic, key, message)
-
-    async def first_delivery(self, consumer: str, message_id: str) -> bool:
-        return await tracking.first_delivery(await self.connection(), consumer, message_id)
-
-    async def read_stream(self, stream_id: str) -> list[StoredEvent]:
-        return await eventstore.read_stream(await self.connection(), stream_id)
+UnitOfWorkFactory = Callable[[], AbstractUnitOfWork]

@@ -28,7 +28,7 @@ from muster_contracts.events import (
 )
 from muster_runtime import eventstore, topics
 from muster_runtime.db import Connection, Pool
-from muster_runtime.unit_of_work import PostgresUnitOfWork
+from muster_runtime.postgres_uow import PostgresUnitOfWork
 
 from muster_gateway.errors import GatewayError
 from muster_gateway.protocol import CreateSessionData, SendMessageData

@@ -4,7 +4,8 @@ Pure functions, no I/O. Merging takes the changes in the order they were recorde
 position, across parent and children): lines added and deleted are summed, the earliest
 `before` and the latest `after` snapshots are kept, the patches are concatenated in that
 order (so they apply one after the other) and every source session is listed once. A path
-first CREATED stays CREATED; one whose last change is a deletion is DELETED.
+CREATED at any point in the turn is CREATED; otherwise one whose last change is a deletion
+is DELETED, and anything else MODIFIED.
 """
 
 from __future__ import annotations
@@ -35,8 +36,17 @@ class Change:
     parent_tool_call_id: str | None = None  # the delegation it came through (children only)
     execution_id: UUID | None = None
 
+    @property
+    def shown_agent_type(self) -> str | None:
+        """A main session's own changes have no agent type to show (DESIGN §4)."""
+        return self.agent_type if self.source_type == "SUBAGENT" else None
+
     def source(self) -> dict[str, Any]:
-        return {"sessionId": str(self.session_id), "type": self.source_type, "agentType": self.agent_type}
+        return {
+            "sessionId": str(self.session_id),
+            "type": self.source_type,
+            "agentType": self.shown_agent_type,
+        }
 
     def api(self) -> dict[str, Any]:
         """An entry of an ASSISTANT message's `fileChanges`."""
@@ -49,7 +59,7 @@ class Change:
             "diff": self.diff,
             "sourceSessionId": str(self.session_id),
             "sourceType": self.source_type,
-            "sourceAgentType": self.agent_type,
+            "sourceAgentType": self.shown_agent_type,
             "toolCallId": self.tool_call_id,
             "messageId": str(self.message_id),
             "parentToolCallId": self.parent_tool_call_id,
@@ -68,7 +78,7 @@ class Merged:
     after_sha256: str | None
     patches: list[str]
     sources: list[dict[str, Any]]
-    first_type: str = field(repr=False, default="MODIFIED")
+    created: bool = field(repr=False, default=False)
 
     @property
     def patch(self) -> str | None:
@@ -87,12 +97,10 @@ class Merged:
         }
 
 
-def combined_type(first: str, last: str) -> str:
-    if last == "DELETED":
-        return "DELETED"
-    if first == "CREATED":
+def combined_type(created: bool, last: str) -> str:
+    if created:
         return "CREATED"
-    return "MODIFIED"
+    return "DELETED" if last == "DELETED" else "MODIFIED"
 
 
 def merge(changes: Iterable[Change]) -> list[Merged]:
@@ -110,10 +118,11 @@ def merge(changes: Iterable[Change]) -> list[Merged]:
                 after_sha256=change.after_sha256,
                 patches=[change.diff] if change.diff else [],
                 sources=[change.source()],
-                first_type=change.change_type,
+                created=change.change_type == "CREATED",
             )
             continue
-        found.change_type = combined_type(found.first_type, change.change_type)
+        found.created = found.created or change.change_type == "CREATED"
+        found.change_type = combined_type(found.created, change.change_type)
         found.lines_added += change.lines_added
         found.lines_deleted += change.lines_deleted
         found.after_sha256 = change.after_sha256

@@ -31,6 +31,11 @@ def client_phase(phase: str | None) -> str | None:
     return "RUNNING" if phase == "RESUMING" else phase
 
 
+def client_status(status: str) -> str:
+    # RECOVERING likewise: a run that recovery takes over is still running for clients.
+    return "RUNNING" if status == "RECOVERING" else status
+
+
 def openai_tool_calls(calls: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:
     """Stored `{id, name, arguments: {...}}` → OpenAI's form with arguments as a JSON string."""
     return [
@@ -50,6 +55,7 @@ def message_data(
     content: str,
     tool_calls: Sequence[Mapping[str, Any]] | None,
     tool_call_id: str | None,
+    source_session_id: Any = None,
 ) -> dict[str, Any]:
     data: dict[str, Any] = {
         "messageId": str(message_id),
@@ -61,6 +67,8 @@ def message_data(
         data["toolCalls"] = openai_tool_calls(tool_calls)
     if tool_call_id is not None:
         data["toolCallId"] = tool_call_id
+    if source_session_id is not None:  # a delivered TOOL result: the child it came from
+        data["sourceSessionId"] = str(source_session_id)
     return data
 
 
@@ -81,6 +89,7 @@ def render(session_id: str, event: ev.DomainEvent) -> tuple[str, dict[str, Any]]
                 event.content,
                 calls,
                 event.tool_call_id,
+                event.source_session_id,
             )
         case ev.SessionPhaseChanged():
             status: dict[str, Any] = {"phase": client_phase(event.phase)}
@@ -120,7 +129,7 @@ def render(session_id: str, event: ev.DomainEvent) -> tuple[str, dict[str, Any]]
         case ev.ExecutionStatusChanged():
             return "execution_status", {
                 "executionId": str(event.execution_id),
-                "status": event.status,
+                "status": client_status(event.status),
                 "deliveryStatus": event.delivery_status,
             }
         case ev.FileChanged():
@@ -134,7 +143,8 @@ def render(session_id: str, event: ev.DomainEvent) -> tuple[str, dict[str, Any]]
                 "linesDeleted": event.lines_deleted,
                 "sourceSessionId": session_id,
                 "sourceType": "SUBAGENT" if event.session_type == "SUBAGENT" else "MAIN",
-                "sourceAgentType": event.agent_type,
+                # A main session's own changes have no agent type to show (DESIGN §4).
+                "sourceAgentType": event.agent_type if event.session_type == "SUBAGENT" else None,
             }
         case ev.QueuedMessagesDropped():
             # Not in the brief's list, but a client that showed `message_queued` needs to

@@ -19,7 +19,7 @@ from muster_contracts.session_events import (
 )
 from muster_runtime import topics
 from muster_runtime.db import Connection, Pool
-from muster_runtime.unit_of_work import PostgresUnitOfWork
+from muster_runtime.postgres_uow import PostgresUnitOfWork
 
 from muster_gateway.commands import CANCELLABLE_PHASES, _retrying
 from muster_gateway.errors import GatewayError

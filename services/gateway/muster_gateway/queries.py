@@ -15,7 +15,7 @@ from muster_runtime.db import Connection, Pool
 from muster_gateway.errors import GatewayError, not_found
 from muster_gateway.file_change_merge import Change
 from muster_gateway.file_changes import changes_by_message, turn_summary
-from muster_gateway.frames import client_phase, iso, message_data
+from muster_gateway.frames import client_phase, client_status, iso, message_data
 
 _SESSION_COLUMNS = """session_id, title, session_type, parent_session_id, root_session_id,
     phase, last_error, agent_type, model_id, created_at, updated_at, permission_level,
@@ -163,8 +163,11 @@ async def list_messages(
             )
         rows = await conn.fetch(
             f"""SELECT message_id, seq, role, content, tool_calls, tool_call_id, discarded,
-                       created_at
-                FROM messages WHERE {visible} AND seq >= $4 ORDER BY seq""",
+                       created_at,
+                       (SELECT e.child_session_id FROM executions e
+                        WHERE e.parent_session_id = $1 AND e.tool_message_id = m.message_id)
+                       AS source_session_id
+                FROM messages m WHERE {visible} AND seq >= $4 ORDER BY seq""",
             session_id,
             before,
             include_discarded,
@@ -185,6 +188,7 @@ def _message_item(row: Any, changes: list[Change]) -> dict[str, Any]:
         row["content"],
         row["tool_calls"],
         row["tool_call_id"],
+        row["source_session_id"],
     )
     item["createdAt"] = iso(row["created_at"])
     item["discarded"] = row["discarded"]
@@ -235,7 +239,7 @@ def _execution_item(row: Any) -> dict[str, Any]:
         "invocationType": row["invocation_type"],
         "round": row["round"],
         "task": row["task"],
-        "status": row["status"],
+        "status": client_status(row["status"]),
         "deliveryStatus": row["delivery_status"],
         "startedAt": iso(row["started_at"]),
         "endedAt": None if row["ended_at"] is None else iso(row["ended_at"]),

@@ -9,7 +9,8 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Query, Response
 from muster_agent.agents import AgentRegistry, UnknownAgentType
 from muster_agent.context import model_messages
-from muster_agent.session_store import load_state
+from muster_agent.session_store import read_state
+from muster_runtime.postgres_uow import PostgresUnitOfWork
 
 from muster_gateway import management, schemas, tree_queries
 from muster_gateway import tree_schemas as ts
@@ -86,7 +87,7 @@ async def mark_read(gw: GW, user: User, session_id: str) -> dict[str, Any]:
 async def context(gw: GW, user: User, session_id: str) -> dict[str, Any]:
     """Exactly what the next model call of this session sends (the loop's own function)."""
     sid = (await owned(gw.pool, user, session_id, "session_id"))["session_id"]
-    state = await load_state(gw.pool, sid)
+    state = await read_state(lambda: PostgresUnitOfWork(gw.pool), sid)
     if state is None:
         raise not_found()
     try:

@@ -77,7 +77,7 @@ class FileChange(BaseModel):
     diff: str | None
     sourceSessionId: str
     sourceType: SourceType
-    sourceAgentType: str
+    sourceAgentType: str | None  # null for a main session's own changes
     toolCallId: str
     messageId: str
     parentToolCallId: str | None
@@ -92,6 +92,7 @@ class Message(BaseModel):
     content: str
     toolCalls: list[ToolCall] | None = None
     toolCallId: str | None = None
+    sourceSessionId: str | None = None  # a delivered TOOL result: the child session it came from
     createdAt: str
     discarded: bool
     fileChanges: list[FileChange] | None = None
@@ -105,7 +106,7 @@ class MessagePage(BaseModel):
 class ChangeSource(BaseModel):
     sessionId: str
     type: SourceType
-    agentType: str
+    agentType: str | None  # null for a main session's own changes
 
 
 class MergedFileChange(BaseModel):
@@ -138,7 +139,7 @@ class Execution(BaseModel):
     invocationType: Literal["DELEGATE", "FOLLOWUP"]
     round: int
     task: str
-    status: Literal["RUNNING", "RECOVERING", "COMPLETED", "FAILED", "CANCELLED"]
+    status: Literal["RUNNING", "COMPLETED", "FAILED", "CANCELLED"]  # RECOVERING shows as RUNNING
     deliveryStatus: Literal["PENDING", "DELIVERED", "SUPPRESSED"]
     startedAt: str
     endedAt: str | None

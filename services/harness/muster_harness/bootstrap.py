@@ -43,11 +43,11 @@ def build(settings: Settings) -> Harness:
             runners = Runners(held.pool, settings.instance_id, settings.lease_ttl_s)
             agents = AgentRegistry.load()
             loop = LoopDeps(
-                pool=held.pool,
+                uows=held.uow,
                 model=build_model(settings.model),
                 agents=agents,
                 workspaces=settings.workspaces_dir,
-                delegation=Delegator(held.pool, agents, settings.execution_timeout_s),
+                delegation=Delegator(held.uow, agents, settings.execution_timeout_s),
             )
             harness.deps = HarnessDeps(loop=loop, runners=runners, lease_ttl_s=settings.lease_ttl_s)
             try:

@@ -12,8 +12,7 @@ from muster_agent import session_store as store
 from muster_agent.loop import LoopDeps, StepOutcome, run_until_idle
 from muster_agent.runners import Runners
 from muster_contracts.commands import CancelSession, ProcessSession, ResumeSession
-from muster_runtime import leases
-from muster_runtime.unit_of_work import PostgresUnitOfWork
+from muster_runtime.unit_of_work import AbstractUnitOfWork
 
 log = logging.getLogger("muster.harness")
 
@@ -35,7 +34,7 @@ async def process_session(cmd: ProcessSession | ResumeSession, deps: HarnessDeps
     if deps.runners.is_running(sid):
         deps.runners.start(sid, lambda: drive(deps, sid))  # marks it to look again
         return
-    async with PostgresUnitOfWork(deps.loop.pool) as uow:
+    async with deps.loop.uows() as uow:
         if not await uow.first_delivery(CONSUMER, str(cmd.message_id)):
             return
         row = await uow.lock_session(sid)
@@ -44,8 +43,7 @@ async def process_session(cmd: ProcessSession | ResumeSession, deps: HarnessDeps
             return
         if row["session_type"] == "SUBAGENT":
             return  # executions are the workers' job
-        conn = await uow.connection()
-        if not await leases.try_acquire(conn, str(sid), deps.runners.owner, deps.lease_ttl_s):
+        if not await uow.try_lease(str(sid), deps.runners.owner, deps.lease_ttl_s):
             return  # another live instance runs this session
         begun = await _begin_locked(uow, row)
     if begun:
@@ -63,20 +61,20 @@ async def drive(deps: HarnessDeps, session_id: UUID, *, begun: bool | None = Non
     """Run the session's turn until it ends (the next queued turn starts in the transaction
     that ends one) or waits for children."""
     if begun is None:
-        async with PostgresUnitOfWork(deps.loop.pool) as uow:
+        async with deps.loop.uows() as uow:
             row = await uow.lock_session(session_id)
             begun = row is not None and await _begin_locked(uow, row)
     if begun and await run_until_idle(deps.loop, session_id) == StepOutcome.WAITING:
         log.info("session_waiting_for_children session=%s", session_id)
 
 
-async def _begin_locked(uow: PostgresUnitOfWork, row: Mapping[str, Any]) -> bool:
+async def _begin_locked(uow: AbstractUnitOfWork, row: Mapping[str, Any]) -> bool:
     """With the session locked: True when a turn runs (already, or started now from the
     oldest queued input)."""
     if row["phase"] in store.RUNNING_PHASES:
         log.info("session_loop_start session=%s phase=%s", row["session_id"], row["phase"])
         return True
-    return await store.start_next_turn(await uow.connection(), row)
+    return await store.start_next_turn(uow, row)
 
 
 async def cancel_session(cmd: CancelSession, deps: HarnessDeps) -> None:

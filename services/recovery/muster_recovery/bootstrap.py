@@ -15,7 +15,7 @@ from muster_contracts.published import RecordedEvent
 from muster_runtime import topics
 from muster_runtime.db import Pool
 from muster_runtime.edge import Edge
-from muster_runtime.service import make_broker, resources, subscribe_batch
+from muster_runtime.service import Resources, make_broker, resources, subscribe_batch
 from muster_runtime.settings import Settings
 from pydantic import TypeAdapter
 
@@ -32,7 +32,7 @@ class Recovery:
     settings: Settings
     broker: KafkaBroker
     app: FastStream
-    pool: Pool | None = None
+    held: Resources | None = None
 
 
 HOUSEKEEPING_EVERY_S = 300.0
@@ -68,13 +68,15 @@ def build(settings: Settings) -> Recovery:
     async def lifespan() -> AsyncIterator[None]:
         async with resources(settings) as held:
             edge.producer = held.producer
-            recovery.pool = held.pool
+            recovery.held = held
             held.spawn(reconcile_forever(held.pool, settings))
             yield
 
     async def dispatch(event: RecordedEvent) -> None:
-        assert recovery.pool is not None
-        await handlers.on_event(event, recovery.pool)
+        assert recovery.held is not None
+        await handlers.on_event(event, recovery.held.uow)
+        # Any change that can move a tree's signals, wherever it is in the tree.
+        await tree_status.on_event(event, recovery.held.pool)
 
     subscribe_batch(
         broker,

@@ -1,98 +1,24 @@
-"""Stopping executions from outside their loop: a cancelled parent cancels its children
-(and, through their own cancellation events, theirs); a passed deadline fails the run."""
+"""A cancelled parent cancels its children (and, through their own cancellation events,
+theirs)."""
 
 from __future__ import annotations
 
 import logging
-from typing import Literal
 from uuid import UUID
 
-from muster_agent import session_store as store
 from muster_agent.barrier import settle
-from muster_agent.executions import OPEN_STATUSES, announce, run_totals
-from muster_contracts import events as ev
-from muster_contracts.commands import CancelExecution
-from muster_runtime import eventstore, outbox, topics
-from muster_runtime.db import Pool
-from muster_runtime.unit_of_work import PostgresUnitOfWork
+from muster_agent.stopping import stop_execution
+from muster_runtime.unit_of_work import UnitOfWorkFactory
 
 log = logging.getLogger("muster.recovery")
 
 
-async def cancel_children(pool: Pool, parent_session_id: UUID) -> int:
-    rows = await pool.fetch(
-        "SELECT execution_id FROM executions WHERE parent_session_id = $1 AND status = ANY($2::text[])",
-        parent_session_id,
-        list(OPEN_STATUSES),
-    )
+async def cancel_children(uows: UnitOfWorkFactory, parent_session_id: UUID) -> int:
+    async with uows() as uow:
+        rows = await uow.executions_of(parent_session_id, open_only=True)
     for row in rows:
         await stop_execution(
-            pool, row["execution_id"], status="CANCELLED", error="cancelled: the parent session was cancelled"
+            uows, row["execution_id"], status="CANCELLED", error="cancelled: the parent session was cancelled"
         )
-    await settle(pool, parent_session_id)
+    await settle(uows, parent_session_id)
     return len(rows)
-
-
-async def stop_execution(
-    pool: Pool, execution_id: UUID, *, status: Literal["FAILED", "CANCELLED"], error: str
-) -> bool:
-    """End an open execution with `status`: the child session is cancelled, the execution
-    finished, the worker told to stop. Returns False if it had already ended."""
-    async with PostgresUnitOfWork(pool) as uow:
-        conn = await uow.connection()
-        execution = await conn.fetchrow("SELECT * FROM executions WHERE execution_id = $1", execution_id)
-        if execution is None:
-            return False
-        child = await store.lock_session(conn, execution["child_session_id"])
-        execution = await conn.fetchrow(  # re-read under the child's lock: the worker may have won
-            "SELECT * FROM executions WHERE execution_id = $1", execution_id
-        )
-        if child is None or execution is None or execution["status"] not in OPEN_STATUSES:
-            return False
-        if child["phase"] in (*store.RUNNING_PHASES, "CANCELLING"):
-            await eventstore.append(
-                conn,
-                str(child["session_id"]),
-                [ev.SessionPhaseChanged(phase="CANCELLED", error=error)],
-                expected_version=child["version"],
-            )
-        state = await store.load_state(conn, child["session_id"])
-        assert state is not None
-        rounds, tool_calls, usage = await run_totals(conn, execution, state.messages)
-        # Lock order everywhere: child session, parent session, then the execution.
-        parent = await store.lock_session(conn, execution["parent_session_id"])
-        await eventstore.append(
-            conn,
-            str(execution_id),
-            [
-                ev.ExecutionFinished(
-                    status=status,
-                    error=error,
-                    rounds=rounds,
-                    tool_calls=tool_calls,
-                    usage=usage,
-                    end_message_id=state.messages[-1].message_id if state.messages else None,
-                )
-            ],
-            expected_version=execution["version"],
-        )
-        await announce(
-            conn,
-            parent,
-            ev.ExecutionStatusChanged(
-                execution_id=execution_id,
-                status=status,
-                delivery_status="PENDING",
-            ),
-        )
-        await outbox.enqueue(
-            conn,
-            topics.DELEGATIONS,
-            str(child["session_id"]),
-            CancelExecution(
-                execution_id=execution_id,
-                child_session_id=child["session_id"],
-            ),
-        )
-    log.info("execution_stopped execution=%s status=%s", execution_id, status)
-    return True

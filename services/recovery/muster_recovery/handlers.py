@@ -9,36 +9,39 @@ from uuid import UUID
 
 from muster_agent.barrier import has_undelivered, settle
 from muster_contracts.published import RecordedEvent
-from muster_runtime.db import Pool
+from muster_runtime.unit_of_work import OPEN_STATUSES, UnitOfWorkFactory
 
-from muster_recovery import tree_status
 from muster_recovery.cascade import cancel_children
 
 log = logging.getLogger("muster.recovery")
 
-OPEN_SIBLINGS = """
-SELECT e.parent_session_id,
-       (SELECT count(*) FROM executions o WHERE o.parent_session_id = e.parent_session_id
-          AND o.status IN ('RUNNING', 'RECOVERING')) AS open
-FROM executions e WHERE e.execution_id = $1
-"""
 
-
-async def on_event(event: RecordedEvent, pool: Pool) -> None:
+async def on_event(event: RecordedEvent, uows: UnitOfWorkFactory) -> None:
     if event.type == "ExecutionFinished":
         # Only the last open sibling can complete the barrier; the others would take the
         # parent's lock to find it still waiting. Its worker normally settled it already, in
         # the transaction that finished it (ADR 0011): then nothing is undelivered. (The
         # periodic scan settles anything missed.)
-        row = await pool.fetchrow(OPEN_SIBLINGS, UUID(event.stream_id))
-        if row is not None and row["open"] == 0 and await has_undelivered(pool, row["parent_session_id"]):
-            await settle(pool, row["parent_session_id"])
+        parent = await _parent_due(uows, UUID(event.stream_id))
+        if parent is not None:
+            await settle(uows, parent)
     elif event.type == "SessionPhaseChanged" and event.payload.get("phase") == "CANCELLED":
-        await cancel_children(pool, UUID(event.stream_id))
+        await cancel_children(uows, UUID(event.stream_id))
     elif event.type == "MessageRecorded" and event.payload.get("role") == "TOOL":
         # A local tool finishing after the children did completes the barrier too.
         session_id = UUID(event.stream_id)
-        if await has_undelivered(pool, session_id):
-            await settle(pool, session_id)
-    # Any change that can move a tree's signals, wherever it is in the tree.
-    await tree_status.on_event(event, pool)
+        if await has_undelivered(uows, session_id):
+            await settle(uows, session_id)
+
+
+async def _parent_due(uows: UnitOfWorkFactory, execution_id: UUID) -> UUID | None:
+    """The execution's parent, when none of its children runs and one is undelivered."""
+    async with uows() as uow:
+        execution = await uow.execution(execution_id)
+        if execution is None:
+            return None
+        siblings = await uow.executions_of(execution["parent_session_id"])
+    if any(e["status"] in OPEN_STATUSES for e in siblings):
+        return None
+    due = any(e["delivery_status"] == "PENDING" for e in siblings)
+    return execution["parent_session_id"] if due else None

@@ -1,18 +1,23 @@
 """Reconciliation from the event store: whatever the broker lost or a crash interrupted is
-re-issued from the log of record. Runs at start and then continuously."""
+re-issued from the log of record. Runs at start and then continuously.
+
+The scans are PostgreSQL queries over the projections (they decide nothing: each takeover
+is decided again under its row locks, through the unit of work)."""
 
 from __future__ import annotations
 
 import logging
 from datetime import datetime
+from functools import partial
 
 from muster_agent.barrier import settle
+from muster_agent.stopping import DEADLINE_PASSED, stop_execution
 from muster_contracts.commands import ProcessSession
-from muster_runtime import outbox, topics
+from muster_runtime import topics
 from muster_runtime.db import Pool
-from muster_runtime.unit_of_work import PostgresUnitOfWork
+from muster_runtime.postgres_uow import PostgresUnitOfWork
 
-from muster_recovery.cascade import cancel_children, stop_execution
+from muster_recovery.cascade import cancel_children
 from muster_recovery.takeover import take_over_execution, take_over_session
 
 log = logging.getLogger("muster.recovery")
@@ -55,20 +60,20 @@ async def reconcile_sessions(
 ) -> int:
     """Resume turns whose runner died; start turns whose queued input was never picked up."""
     at = await clock(pool, now)
-    async with PostgresUnitOfWork(pool) as uow:
+    uows = partial(PostgresUnitOfWork, pool)
+    async with uows() as uow:
         conn = await uow.connection()
         if not await conn.fetchval("SELECT pg_try_advisory_xact_lock($1)", SCAN_LOCK_KEY):
             return 0
         orphaned = [r["session_id"] for r in await conn.fetch(ORPHANED_TURNS, at, grace_s)]
         stale = [r["session_id"] for r in await conn.fetch(STALE_INPUTS, at, input_grace_s)]
         for session_id in stale:
-            await outbox.enqueue(
-                conn,
+            await uow.send(
                 topics.COMMANDS,
                 str(session_id),
                 ProcessSession(session_id=session_id, reason="stale_input"),
             )
-    resumed = [sid for sid in orphaned if await take_over_session(pool, sid, at)]
+    resumed = [sid for sid in orphaned if await take_over_session(uows, sid, at)]
     if orphaned or stale:
         log.info(
             "session_recovery_scan orphaned=%d resumed=%d stale_inputs=%d",
@@ -117,7 +122,8 @@ async def reconcile_executions(
     """Take over runs nobody holds, fail runs past their absolute deadline, deliver what
     finished but was never delivered."""
     at = await clock(pool, now)
-    async with PostgresUnitOfWork(pool) as uow:
+    uows = partial(PostgresUnitOfWork, pool)
+    async with uows() as uow:
         conn = await uow.connection()
         if not await conn.fetchval("SELECT pg_try_advisory_xact_lock($1)", SCAN_LOCK_KEY + 1):
             return
@@ -136,15 +142,13 @@ async def reconcile_executions(
             len(abandoned),
         )
     for execution_id in orphaned:
-        await take_over_execution(pool, execution_id, at)
+        await take_over_execution(uows, execution_id, at)
     for parent in abandoned:
-        await cancel_children(pool, parent)
+        await cancel_children(uows, parent)
     for execution_id in expired:
-        await stop_execution(
-            pool, execution_id, status="FAILED", error="timed out: the execution passed its deadline"
-        )
+        await stop_execution(uows, execution_id, status="FAILED", error=DEADLINE_PASSED)
     for parent in parents:
-        await settle(pool, parent)
+        await settle(uows, parent)
 
 
 async def housekeeping(

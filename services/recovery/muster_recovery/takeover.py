@@ -6,88 +6,74 @@ from __future__ import annotations
 
 import logging
 from datetime import datetime
-from typing import Any
 from uuid import UUID
 
 from muster_agent import session_store as store
-from muster_agent.executions import OPEN_STATUSES, announce
+from muster_agent.executions import announce
 from muster_contracts import events as ev
 from muster_contracts.commands import ProcessSession, RunExecution
-from muster_runtime import eventstore, outbox, topics
-from muster_runtime.db import Pool
-from muster_runtime.unit_of_work import PostgresUnitOfWork
+from muster_runtime import topics
+from muster_runtime.unit_of_work import OPEN_STATUSES, UnitOfWorkFactory
 
 log = logging.getLogger("muster.recovery")
 
-# `$2` is the clock (tests inject one; production passes the database's now()).
-LEASE = """
-SELECT expires_at > $2::timestamptz AS live FROM leases WHERE resource_id = $1::text
-"""
 
-
-async def take_over_session(pool: Pool, session_id: UUID, now: datetime) -> bool:
+async def take_over_session(uows: UnitOfWorkFactory, session_id: UUID, now: datetime) -> bool:
     """A turn nobody runs: mark it RESUMING (clients keep seeing RUNNING) and re-issue its
     ProcessSession. False when a runner holds it again or the turn ended meanwhile."""
-    async with PostgresUnitOfWork(pool) as uow:
-        conn = await uow.connection()
-        row = await store.lock_session(conn, session_id)
+    async with uows() as uow:
+        row = await uow.lock_session(session_id)
         if row is None or row["phase"] not in store.RUNNING_PHASES:
             return False
-        lease = await conn.fetchrow(LEASE, str(session_id), now)
-        if lease is not None and lease["live"]:
+        lease = await uow.lease_live(str(session_id), now)
+        if lease:
             return False
         first = row["phase"] == "RUNNING"
         if first:
-            await eventstore.append(
-                conn,
+            await uow.append(
                 str(session_id),
                 [ev.SessionPhaseChanged(phase="RESUMING")],
                 expected_version=row["version"],
             )
-        await outbox.enqueue(
-            conn, topics.COMMANDS, str(session_id), ProcessSession(session_id=session_id, reason="recovery")
+        await uow.send(
+            topics.COMMANDS, str(session_id), ProcessSession(session_id=session_id, reason="recovery")
         )
     kind = "start" if first else "reissue"
     log.info("session_recovery_%s session=%s reason=%s", kind, session_id, _reason(lease))
     return True
 
 
-async def take_over_execution(pool: Pool, execution_id: UUID, now: datetime) -> bool:
+async def take_over_execution(uows: UnitOfWorkFactory, execution_id: UUID, now: datetime) -> bool:
     """A run nobody holds: mark it RECOVERING (once; a takeover that is itself lost is just
     re-issued) and send RunExecution for the same execution and child session."""
-    async with PostgresUnitOfWork(pool) as uow:
-        conn = await uow.connection()
+    async with uows() as uow:
         # Lock order everywhere: child session, parent session, then the execution.
-        execution = await conn.fetchrow("SELECT * FROM executions WHERE execution_id = $1", execution_id)
+        execution = await uow.execution(execution_id)
         if execution is None or execution["status"] not in OPEN_STATUSES:
             return False
-        parent = await store.lock_session(conn, execution["parent_session_id"])
-        execution = await conn.fetchrow(
-            "SELECT * FROM executions WHERE execution_id = $1 FOR UPDATE", execution_id
-        )
-        if execution["status"] not in OPEN_STATUSES:
+        parent = await uow.lock_session(execution["parent_session_id"])
+        execution = await uow.execution(execution_id, lock=True)
+        if execution is None or execution["status"] not in OPEN_STATUSES:
             return False
-        lease = await conn.fetchrow(LEASE, str(execution_id), now)
-        if lease is not None and lease["live"]:
+        lease = await uow.lease_live(str(execution_id), now)
+        if lease:
             return False
         reason = _reason(lease)
         first = execution["status"] == "RUNNING"
         if first:
-            await eventstore.append(
-                conn,
+            await uow.append(
                 str(execution_id),
                 [ev.ExecutionRecovering(reason=reason)],
                 expected_version=execution["version"],
             )
             await announce(
-                conn,
+                uow,
                 parent,
                 ev.ExecutionStatusChanged(
                     execution_id=execution_id, status="RECOVERING", delivery_status="PENDING"
                 ),
             )
-        await outbox.enqueue(
-            conn,
+        await uow.send(
             topics.DELEGATIONS,
             str(execution["child_session_id"]),
             RunExecution(
@@ -108,6 +94,6 @@ async def take_over_execution(pool: Pool, execution_id: UUID, now: datetime) -> 
     return True
 
 
-def _reason(lease: Any) -> ev.RecoveryReason:
+def _reason(lease: bool | None) -> ev.RecoveryReason:
     """Why nobody holds it: an owner's lease ran out, or no owner ever claimed it."""
     return "unclaimed" if lease is None else "lease_expired"

@@ -19,7 +19,7 @@ from muster_contracts.published import RecordedEvent
 from muster_contracts.session_events import SessionTreeStatusChanged
 from muster_runtime import eventstore
 from muster_runtime.db import Connection, Pool
-from muster_runtime.unit_of_work import PostgresUnitOfWork
+from muster_runtime.postgres_uow import PostgresUnitOfWork
 
 log = logging.getLogger("muster.recovery.tree")
 

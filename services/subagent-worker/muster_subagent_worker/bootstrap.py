@@ -44,7 +44,7 @@ def build(settings: Settings) -> Worker:
                 held.pool, settings.instance_id, settings.lease_ttl_s, limit=settings.worker_concurrency
             )
             loop = LoopDeps(
-                pool=held.pool,
+                uows=held.uow,
                 model=build_model(settings.model),
                 agents=AgentRegistry.load(),
                 workspaces=settings.workspaces_dir,

@@ -2,18 +2,19 @@
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from uuid import UUID
 
 from muster_agent import session_store as store
 from muster_agent.loop import LoopDeps, run_until_idle
 from muster_agent.runners import Runners
+from muster_agent.stopping import DEADLINE_PASSED, stop_execution
 from muster_contracts import events as ev
 from muster_contracts.commands import CancelExecution, RunExecution
-from muster_runtime import eventstore, leases, tracking
-from muster_runtime.db import Connection
-from muster_runtime.unit_of_work import PostgresUnitOfWork
+from muster_runtime.unit_of_work import AbstractUnitOfWork
 
 log = logging.getLogger("muster.worker")
 
@@ -34,21 +35,18 @@ async def run_execution(cmd: RunExecution, deps: WorkerDeps) -> None:
     key = cmd.execution_id
     if deps.runners.is_running(key):
         return
-    async with PostgresUnitOfWork(deps.loop.pool) as uow:
-        conn = await uow.connection()
-        if not await tracking.first_delivery(conn, CONSUMER, str(cmd.message_id)):
+    async with deps.loop.uows() as uow:
+        if not await uow.first_delivery(CONSUMER, str(cmd.message_id)):
             return
-        execution = await conn.fetchrow(
-            "SELECT status, child_session_id, recoveries FROM executions WHERE execution_id = $1", key
-        )
+        execution = await uow.execution(key)
         if execution is None:
             log.warning("run_for_unknown_execution execution=%s", key)
             return
         if execution["status"] in TERMINAL:
             return
-        if not await leases.try_acquire(conn, str(key), deps.runners.owner, deps.lease_ttl_s):
+        if not await uow.try_lease(str(key), deps.runners.owner, deps.lease_ttl_s):
             return
-        await revive_child(conn, key, execution["child_session_id"])
+        await revive_child(uow, key, execution["child_session_id"])
     child = execution["child_session_id"]
     log.info(
         "execution_run_start execution=%s child=%s status=%s recoveries=%d",
@@ -58,23 +56,37 @@ async def run_execution(cmd: RunExecution, deps: WorkerDeps) -> None:
         execution["recoveries"],
     )
 
+    deadline: datetime = execution["deadline_at"]
+
     async def body() -> None:
-        outcome = await run_until_idle(deps.loop, child)
+        # The deadline is absolute: the run is interrupted there, so no model call and no
+        # tool starts after it, and the execution fails at once rather than after the grace
+        # (recovery's scan still fails it then, whatever this worker is doing).
+        budget = max(0.0, (deadline - datetime.now(UTC)).total_seconds())
+        try:
+            async with asyncio.timeout(budget) as limit:
+                outcome = await run_until_idle(deps.loop, child)
+        except TimeoutError:
+            if not limit.expired():
+                raise
+            stopped = await stop_execution(deps.loop.uows, key, status="FAILED", error=DEADLINE_PASSED)
+            log.info("execution_deadline_passed execution=%s child=%s stopped=%s", key, child, stopped)
+            return
         log.info("execution_run_end execution=%s outcome=%s", key, outcome)
 
     deps.runners.start(key, body)
 
 
-async def revive_child(conn: Connection, execution_id: UUID, child_id: UUID) -> None:
+async def revive_child(uow: AbstractUnitOfWork, execution_id: UUID, child_id: UUID) -> None:
     """An open execution whose child session does not run — its phase never set (a crash
     right after creation) or already ended (its final answer recorded but not the
     execution's end) — runs again: the loop then finishes a recorded answer without calling
     the model, or carries on from the last complete round. A cancelled child stays so."""
-    child = await store.lock_session(conn, child_id)
+    child = await uow.lock_session(child_id)
     if child is None or child["phase"] in (*store.RUNNING_PHASES, "CANCELLING", "CANCELLED"):
         return
-    await eventstore.append(
-        conn, str(child_id), [ev.SessionPhaseChanged(phase="RUNNING")], expected_version=child["version"]
+    await uow.append(
+        str(child_id), [ev.SessionPhaseChanged(phase="RUNNING")], expected_version=child["version"]
     )
     log.info("subagent_child_revived execution=%s child=%s phase=%s", execution_id, child_id, child["phase"])
 

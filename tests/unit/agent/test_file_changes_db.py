@@ -16,6 +16,8 @@ from muster_contracts import events as ev
 from muster_runtime import eventstore
 from muster_runtime.db import Pool
 
+from tests.databases import uows
+
 
 async def running_session(pool: Pool) -> UUID:
     sid = uuid4()
@@ -29,9 +31,9 @@ async def running_session(pool: Pool) -> UUID:
 
 
 async def run_round(pool: Pool, sid: UUID, tmp_path: Path, calls: list[dict[str, Any]]) -> tuple[bool, UUID]:
-    state = await store.load_state(pool, sid)
+    state = await store.read_state(uows(pool), sid)
     assert state is not None
-    deps = SimpleNamespace(pool=pool, workspaces=tmp_path, agents=AgentRegistry.load(), delegation=None)
+    deps = SimpleNamespace(uows=uows(pool), workspaces=tmp_path, agents=AgentRegistry.load(), delegation=None)
     message_id = uuid4()
     specs = [ev.ToolCallSpec(**c) for c in calls]
 
@@ -75,9 +77,9 @@ async def test_a_change_is_kept_when_the_session_stopped_while_the_tool_ran(
 
     async def cancelled_meanwhile(*args: Any) -> Any:
         outcome = await real(*args)
-        async with pool.acquire() as conn, conn.transaction():
-            await store.lock_session(conn, sid)
-            await eventstore.append(conn, str(sid), [ev.SessionPhaseChanged(phase="CANCELLED")])
+        async with uows(pool)() as uow:
+            await uow.lock_session(sid)
+            await uow.append(str(sid), [ev.SessionPhaseChanged(phase="CANCELLED")], expected_version=None)
         return outcome
 
     monkeypatch.setattr(tool_round, "run_local_tool", cancelled_meanwhile)

@@ -9,32 +9,33 @@ from uuid import uuid4
 from muster_agent import session_store as store
 from muster_agent.agents import AgentRegistry
 from muster_agent.delegation import Delegator
+from muster_agent.stopping import stop_execution
 from muster_contracts import events as ev
-from muster_recovery.cascade import stop_execution
 from muster_runtime.db import Pool
 
+from tests.databases import uows
 from tests.unit.recovery.builders import assistant, delegating_parent, execution, record
 
 
 async def test_a_followup_answers_the_open_calls_of_a_cancelled_child_first(pool: Pool) -> None:
-    parent, (eid,) = await delegating_parent(pool, ["first"])
-    child = (await execution(pool, eid))["child_session_id"]
+    parent, (eid,) = await delegating_parent(uows(pool), ["first"])
+    child = (await execution(uows(pool), eid))["child_session_id"]
     cut = {"id": "cut", "name": "write_file", "arguments": {"path": "x", "content": "y"}}
-    await record(pool, child, lambda seq: [
+    await record(uows(pool), child, lambda seq: [
         assistant(seq, [cut]), ev.ToolCallStarted(message_id=uuid4(), tool_call_id="cut", name="write_file"),
     ])
-    assert await stop_execution(pool, eid, status="CANCELLED", error="cancelled")
+    assert await stop_execution(uows(pool), eid, status="CANCELLED", error="cancelled")
     # The parent's next round follows up on the child.
-    await record(pool, parent, lambda seq: [
+    await record(uows(pool), parent, lambda seq: [
         ev.MessageRecorded(message_id=uuid4(), seq=seq, role="TOOL", content="{}", tool_call_id="first"),
     ])
     followup = {"id": "again", "name": "delegate_followup",
                 "arguments": {"child_session_id": str(child), "task": "next task"}}
-    await record(pool, parent, lambda seq: [assistant(seq, [followup])])
-    state = await store.load_state(pool, parent)
+    await record(uows(pool), parent, lambda seq: [assistant(seq, [followup])])
+    state = await store.read_state(uows(pool), parent)
     assert state is not None
-    assert (await Delegator(pool, AgentRegistry.load(), 3600.0)(state, [followup])).keep_going
-    history = (await store.load_state(pool, child)).messages  # type: ignore[union-attr]
+    assert (await Delegator(uows(pool), AgentRegistry.load(), 3600.0)(state, [followup])).keep_going
+    history = (await store.read_state(uows(pool), child)).messages  # type: ignore[union-attr]
     assert [(m.role, m.tool_call_id) for m in history[-3:]] == [("ASSISTANT", None), ("TOOL", "cut"), ("USER", None)]
     assert "interrupted" in json.loads(history[-2].content)["error"]
     assert history[-1].content == "next task"

@@ -29,14 +29,17 @@ def test_completed_result_has_the_documented_shape() -> None:
 
 def test_failure_and_cancel_carry_an_error() -> None:
     failed = json.loads(execution_result(execution(status="FAILED", error="boom", result=None)))
-    assert (failed["success"], failed["cancelled"], failed["error"], failed["result"]) == (False, False, "boom", "")
-    cancelled = json.loads(execution_result(execution(status="CANCELLED", error=None)))
-    assert (cancelled["success"], cancelled["cancelled"], cancelled["error"]) == (False, True, "cancelled")
+    # The reason in both `result` and `error` (DESIGN §4).
+    assert (failed["success"], failed["cancelled"], failed["error"], failed["result"]) == (False, False, "boom", "boom")
+    cancelled = json.loads(execution_result(execution(status="CANCELLED", error=None, result="partial")))
+    assert (cancelled["success"], cancelled["cancelled"], cancelled["error"], cancelled["result"]) == (
+        False, True, "cancelled", "cancelled")
 
 
-def test_followup_result_names_its_round() -> None:
-    body = json.loads(execution_result(execution(invocation_type="FOLLOWUP", round=3)))
-    assert (body["follow_up"], body["round"]) == (True, 3)
+def test_followup_result_names_its_round_and_the_completed_rounds() -> None:
+    body = json.loads(execution_result(execution(invocation_type="FOLLOWUP", round=3), completed_rounds=2))
+    assert (body["follow_up"], body["round"], body["completed_rounds"]) == (True, 3, 2)
+    assert "follow_up" not in json.loads(execution_result(execution()))
 
 
 def test_account_counts_only_this_runs_messages() -> None:

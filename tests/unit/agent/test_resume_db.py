@@ -20,6 +20,7 @@ from muster_contracts import events as ev
 from muster_runtime import eventstore
 from muster_runtime.db import Pool
 
+from tests.databases import uows
 from tests.unit.recovery.builders import assistant, record
 
 SCRIPT = "#script " + json.dumps({"steps": [
@@ -58,7 +59,7 @@ async def session_with(pool: Pool, content: str, agent_type: str = "general") ->
 
 
 def deps(pool: Pool, tmp_path: Path, model: Any) -> LoopDeps:
-    return LoopDeps(pool=pool, model=model, agents=AgentRegistry.load(), workspaces=tmp_path)
+    return LoopDeps(uows=uows(pool), model=model, agents=AgentRegistry.load(), workspaces=tmp_path)
 
 
 async def history(pool: Pool, sid: UUID) -> list[Any]:
@@ -120,10 +121,10 @@ async def test_a_round_with_a_delegation_is_never_discarded(pool: Pool, tmp_path
         {"id": "local", "name": "list_files", "arguments": {}},
         {"id": "child", "name": "delegate", "arguments": {"agent_type": "coder", "task": "t"}},
     ]
-    await record(pool, sid, lambda seq: [
+    await record(uows(pool), sid, lambda seq: [
         assistant(seq, calls), ev.ToolCallStarted(message_id=uuid4(), tool_call_id="local", name="list_files"),
     ])
-    await loop.step(deps(pool, tmp_path, CountingModel()), await store.load_state(pool, sid))
+    await loop.step(deps(pool, tmp_path, CountingModel()), await store.read_state(uows(pool), sid))
     after = await history(pool, sid)
     assert not any(m["discarded"] for m in after)
     (local,) = [m for m in after if m["tool_call_id"] == "local"]
@@ -132,7 +133,7 @@ async def test_a_round_with_a_delegation_is_never_discarded(pool: Pool, tmp_path
 
 async def test_an_orphan_tool_message_is_discarded(pool: Pool, tmp_path: Path) -> None:
     sid = await session_with(pool, "hello")
-    await record(pool, sid, lambda seq: [
+    await record(uows(pool), sid, lambda seq: [
         ev.MessageRecorded(message_id=uuid4(), seq=seq, role="TOOL", content="{}", tool_call_id="nobody")
     ])
     model = CountingModel()
@@ -144,8 +145,8 @@ async def test_an_orphan_tool_message_is_discarded(pool: Pool, tmp_path: Path) -
 
 async def test_resuming_turns_back_into_running_before_anything_else(pool: Pool, tmp_path: Path) -> None:
     sid = await session_with(pool, "hello")
-    await record(pool, sid, lambda seq: [ev.SessionPhaseChanged(phase="RESUMING")])
-    await loop.step(deps(pool, tmp_path, CountingModel()), await store.load_state(pool, sid))
+    await record(uows(pool), sid, lambda seq: [ev.SessionPhaseChanged(phase="RESUMING")])
+    await loop.step(deps(pool, tmp_path, CountingModel()), await store.read_state(uows(pool), sid))
     phases = await pool.fetch("SELECT payload->>'phase' AS phase FROM events WHERE stream_id = $1 "
                               "AND type = 'SessionPhaseChanged' ORDER BY position", str(sid))
     assert [p["phase"] for p in phases] == ["RUNNING", "RESUMING", "RUNNING"]

@@ -5,7 +5,13 @@ from uuid import UUID
 
 import pytest
 from muster_contracts import upcasting
-from muster_contracts.events import EVENT_TYPES, DomainEvent, SessionCreated, SessionPhaseChanged
+from muster_contracts.events import (
+    EVENT_TYPES,
+    DomainEvent,
+    MessageRecorded,
+    SessionCreated,
+    SessionPhaseChanged,
+)
 
 
 def test_current_version_loads_as_is() -> None:
@@ -52,3 +58,10 @@ def test_session_created_v1_gets_the_v2_defaults() -> None:
     assert (event.permission_level, event.execution_mode, event.context_mode, event.background) == (
         "auto", "CLOUD", None, None
     )
+
+
+def test_a_v1_message_reads_as_v2_without_a_source_session() -> None:
+    payload = {"message_id": str(UUID(int=7)), "seq": 3, "role": "TOOL", "content": "{}", "tool_call_id": "c"}
+    event = upcasting.load_event("MessageRecorded", 1, payload)
+    assert isinstance(event, MessageRecorded)
+    assert (event.schema_version, event.source_session_id, event.tool_call_id) == (2, None, "c")

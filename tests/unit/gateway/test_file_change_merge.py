@@ -36,25 +36,29 @@ def test_parent_and_child_changes_merge_by_path_with_summed_counts_and_both_sour
     assert (b.change_type, b.lines_added, b.lines_deleted) == ("CREATED", 4, 1)
     assert (b.before_sha256, b.after_sha256, b.patch) == (None, "b2", "<patch 2><patch 4>")
     assert b.sources == [{"sessionId": str(CHILD), "type": "SUBAGENT", "agentType": "coder"},
-                         {"sessionId": str(PARENT), "type": "MAIN", "agentType": "general"}]
+                         {"sessionId": str(PARENT), "type": "MAIN", "agentType": None}]
 
 
 def test_two_snapshots_give_the_earliest_before_and_the_latest_after_in_recording_order() -> None:
     # listed out of order (a child listed after the parent's own changes): position decides
     [item] = merge([change(7, "P", before="v1", after="v2"), change(3, "P", before="v0", after="v1")])
     assert (item.before_sha256, item.after_sha256, item.patch) == ("v0", "v2", "<patch 3><patch 7>")
-    assert item.sources == [{"sessionId": str(PARENT), "type": "MAIN", "agentType": "general"}]
+    # A main session's own changes carry no agent type (DESIGN §4).
+    assert item.sources == [{"sessionId": str(PARENT), "type": "MAIN", "agentType": None}]
     assert item.api(before="zero", after="two")["before"] == "zero"
 
 
-def test_change_types() -> None:
-    assert combined_type("CREATED", "MODIFIED") == "CREATED"
-    assert combined_type("MODIFIED", "DELETED") == "DELETED"
-    assert combined_type("CREATED", "DELETED") == "DELETED"
-    assert combined_type("DELETED", "CREATED") == "MODIFIED"
-    assert combined_type("MODIFIED", "MODIFIED") == "MODIFIED"
+def test_a_path_created_at_any_point_of_the_turn_is_created() -> None:
+    assert combined_type(True, "MODIFIED") == "CREATED"
+    assert combined_type(True, "DELETED") == "CREATED"
+    assert combined_type(False, "DELETED") == "DELETED"
+    assert combined_type(False, "MODIFIED") == "MODIFIED"
     [item] = merge([change(1, "X", "DELETED", after=None), change(2, "X", "CREATED", before=None)])
-    assert (item.change_type, item.before_sha256, item.after_sha256) == ("MODIFIED", "b", "a")
+    assert (item.change_type, item.before_sha256, item.after_sha256) == ("CREATED", "b", "a")
+    [later] = merge([change(1, "Y"), change(2, "Y", "DELETED", after=None), change(3, "Y", "CREATED", before=None)])
+    assert later.change_type == "CREATED"
+    [gone] = merge([change(1, "Z"), change(2, "Z", "DELETED", after=None)])
+    assert gone.change_type == "DELETED"
 
 
 def test_changes_without_a_diff_keep_the_others_patches() -> None:

@@ -11,26 +11,26 @@ from muster_agent import session_store as store
 from muster_agent.agents import AgentRegistry
 from muster_agent.delegation import Delegator, execution_id_for
 from muster_contracts import events as ev
-from muster_runtime import eventstore
 from muster_runtime.db import Pool
+from muster_runtime.unit_of_work import UnitOfWorkFactory
 
 
-async def running_session(pool: Pool, user: str = "alice") -> UUID:
+async def running_session(uows: UnitOfWorkFactory, user: str = "alice") -> UUID:
     sid = uuid4()
-    async with pool.acquire() as conn, conn.transaction():
-        await eventstore.append(conn, str(sid), [
+    async with uows() as uow:
+        await uow.append(str(sid), [
             ev.SessionCreated(session_id=sid, user_id=user, root_session_id=sid),
             ev.MessageRecorded(message_id=uuid4(), seq=1, role="USER", content="go"),
             ev.SessionPhaseChanged(phase="RUNNING"),
-        ])
+        ], expected_version=0)
     return sid
 
 
-async def record(pool: Pool, sid: UUID, events: Callable[[int], list[ev.DomainEvent]]) -> None:
+async def record(uows: UnitOfWorkFactory, sid: UUID, events: Callable[[int], list[ev.DomainEvent]]) -> None:
     """Append `events(next_seq)` to a session as its runner would."""
-    state = await store.load_state(pool, sid)
+    state = await store.read_state(uows, sid)
     assert state is not None
-    assert await store.record_if_current(pool, state, events) is not None
+    assert await store.record_if_current(uows, state, events) is not None
 
 
 def assistant(seq: int, calls: list[dict[str, Any]], content: str = "") -> ev.MessageRecorded:
@@ -45,23 +45,24 @@ def delegate_call(call_id: str, task: str = "child task", agent_type: str = "cod
 
 
 async def delegating_parent(
-    pool: Pool, call_ids: list[str], clock: Callable[[], datetime] | None = None
+    uows: UnitOfWorkFactory, call_ids: list[str], clock: Callable[[], datetime] | None = None
 ) -> tuple[UUID, list[UUID]]:
     """A parent whose round delegates one child per call id, created by the real Delegator."""
-    parent = await running_session(pool)
+    parent = await running_session(uows)
     calls = [delegate_call(c) for c in call_ids]
-    await record(pool, parent, lambda seq: [assistant(seq, calls)])
-    state = await store.load_state(pool, parent)
+    await record(uows, parent, lambda seq: [assistant(seq, calls)])
+    state = await store.read_state(uows, parent)
     assert state is not None
-    delegator = Delegator(pool, AgentRegistry.load(), 3600.0, clock) if clock else Delegator(
-        pool, AgentRegistry.load(), 3600.0
+    delegator = Delegator(uows, AgentRegistry.load(), 3600.0, clock) if clock else Delegator(
+        uows, AgentRegistry.load(), 3600.0
     )
     assert (await delegator(state, calls)).keep_going
     return parent, [execution_id_for(parent, c) for c in call_ids]
 
 
-async def execution(pool: Pool, execution_id: UUID) -> Any:
-    return await pool.fetchrow("SELECT * FROM executions WHERE execution_id = $1", execution_id)
+async def execution(uows: UnitOfWorkFactory, execution_id: UUID) -> Any:
+    async with uows() as uow:
+        return await uow.execution(execution_id)
 
 
 async def outbox_commands(pool: Pool, command: str, key_field: str, key: UUID) -> list[Any]:
@@ -75,3 +76,9 @@ async def events_of(pool: Pool, stream: UUID, type_: str) -> list[Any]:
     return list(await pool.fetch(
         "SELECT payload FROM events WHERE stream_id = $1 AND type = $2 ORDER BY position", str(stream), type_
     ))
+
+
+async def finished_unsettled(uows: UnitOfWorkFactory, execution_id: UUID, error: str) -> None:
+    """The execution failed, its barrier not settled: what recovery finds after a crash."""
+    async with uows() as uow:
+        await uow.append(str(execution_id), [ev.ExecutionFinished(status="FAILED", error=error)], expected_version=None)

@@ -13,6 +13,8 @@ from muster_recovery.takeover import take_over_execution
 from muster_runtime import leases
 from muster_runtime.db import Pool, create_pool
 
+from tests.databases import uows
+
 from .builders import delegating_parent, events_of, execution, outbox_commands, running_session
 
 LATER = timedelta(seconds=60)
@@ -24,10 +26,10 @@ async def db_now(pool: Pool) -> datetime:
 
 
 async def test_an_unclaimed_execution_is_taken_over_on_its_own_id_and_child(pool: Pool) -> None:
-    parent, (eid,) = await delegating_parent(pool, ["c1"])
-    before = await execution(pool, eid)
+    parent, (eid,) = await delegating_parent(uows(pool), ["c1"])
+    before = await execution(uows(pool), eid)
     await reconcile_executions(pool, grace_s=10, cancel_grace_s=30, now=await db_now(pool) + LATER)
-    after = await execution(pool, eid)
+    after = await execution(uows(pool), eid)
     assert (after["status"], after["recoveries"], after["lease_expiries"]) == ("RECOVERING", 1, 0)
     assert (after["child_session_id"], after["deadline_at"]) == (before["child_session_id"], before["deadline_at"])
     runs = await outbox_commands(pool, "RunExecution", "execution_id", eid)
@@ -41,28 +43,28 @@ async def test_an_unclaimed_execution_is_taken_over_on_its_own_id_and_child(pool
     await reconcile_executions(pool, grace_s=10, cancel_grace_s=30, now=await db_now(pool) + LATER)
     assert len(await outbox_commands(pool, "RunExecution", "execution_id", eid)) == 3
     assert len(await events_of(pool, eid, "ExecutionRecovering")) == 1
-    assert (await execution(pool, eid))["recoveries"] == 1
+    assert (await execution(uows(pool), eid))["recoveries"] == 1
 
 
 async def test_an_expired_lease_counts_as_a_lease_expiry_and_a_live_one_blocks(pool: Pool) -> None:
-    _, (expired, live) = await delegating_parent(pool, ["a", "b"])
+    _, (expired, live) = await delegating_parent(uows(pool), ["a", "b"])
     await leases.try_acquire(pool, str(expired), "dead-worker", 0.001)
     await leases.try_acquire(pool, str(live), "live-worker", 3600)
     now = await db_now(pool) + LATER
-    assert await take_over_execution(pool, expired, now)
-    assert not await take_over_execution(pool, live, now)
-    assert (await execution(pool, expired))["lease_expiries"] == 1
-    assert (await execution(pool, live))["status"] == "RUNNING"
+    assert await take_over_execution(uows(pool), expired, now)
+    assert not await take_over_execution(uows(pool), live, now)
+    assert (await execution(uows(pool), expired))["lease_expiries"] == 1
+    assert (await execution(uows(pool), live))["status"] == "RUNNING"
     (recovering,) = await events_of(pool, expired, "ExecutionRecovering")
     assert recovering["payload"]["reason"] == "lease_expired"
 
 
 async def test_racing_takeovers_from_two_instances_record_one(pool: Pool, database_url: str) -> None:
-    _, executions = await delegating_parent(pool, ["x", "y", "z"])
+    _, executions = await delegating_parent(uows(pool), ["x", "y", "z"])
     other: Any = await create_pool(database_url)  # a second recovery instance's pool
     try:
         now = await db_now(pool) + LATER
-        attempts = [take_over_execution(p, eid, now) for eid in executions for p in (pool, other, pool, other)]
+        attempts = [take_over_execution(uows(p), eid, now) for eid in executions for p in (pool, other, pool, other)]
         await asyncio.gather(*attempts)
         scans = [reconcile_executions(p, grace_s=10, cancel_grace_s=30, now=now) for p in (pool, other)]
         await asyncio.gather(*scans)
@@ -70,7 +72,7 @@ async def test_racing_takeovers_from_two_instances_record_one(pool: Pool, databa
         await other.close()
     for eid in executions:
         assert len(await events_of(pool, eid, "ExecutionRecovering")) == 1
-        assert (await execution(pool, eid))["recoveries"] == 1
+        assert (await execution(uows(pool), eid))["recoveries"] == 1
 
 
 async def test_a_deadline_is_absolute_across_restarts(pool: Pool) -> None:
@@ -78,21 +80,21 @@ async def test_a_deadline_is_absolute_across_restarts(pool: Pool) -> None:
     with its original deadline and fails 10 s (+ grace) later — not a fresh hour."""
     real_now = await db_now(pool)
     started = real_now - timedelta(seconds=3590)
-    _, (eid,) = await delegating_parent(pool, ["late"], clock=lambda: started)
-    assert (await execution(pool, eid))["deadline_at"] == started + timedelta(seconds=3600)
+    _, (eid,) = await delegating_parent(uows(pool), ["late"], clock=lambda: started)
+    assert (await execution(uows(pool), eid))["deadline_at"] == started + timedelta(seconds=3600)
     # The worker died; after a restart recovery takes the run over, deadline unchanged.
     await reconcile_executions(pool, grace_s=0, cancel_grace_s=30, now=real_now + timedelta(seconds=5))
-    row = await execution(pool, eid)
+    row = await execution(uows(pool), eid)
     assert row["status"] == "RECOVERING" and row["deadline_at"] == started + timedelta(seconds=3600)
     # 10 s + the 30 s grace later it is over, wherever it runs.
     await reconcile_executions(pool, grace_s=0, cancel_grace_s=30, now=real_now + timedelta(seconds=41))
-    row = await execution(pool, eid)
+    row = await execution(uows(pool), eid)
     assert row["status"] == "FAILED" and "deadline" in row["error"]
 
 
 async def test_a_turn_nobody_runs_is_resumed_once_and_waits_for_children_otherwise(pool: Pool) -> None:
-    orphan = await running_session(pool)
-    waiting, _ = await delegating_parent(pool, ["child"])
+    orphan = await running_session(uows(pool))
+    waiting, _ = await delegating_parent(uows(pool), ["child"])
     now = await db_now(pool)
 
     async def phase(sid: UUID) -> str:

@@ -14,7 +14,7 @@ import pytest
 from muster_contracts.commands import ProcessSession
 from muster_runtime import dispatch, outbox
 from muster_runtime.db import Pool, create_pool
-from muster_runtime.unit_of_work import PostgresUnitOfWork
+from muster_runtime.postgres_uow import PostgresUnitOfWork
 
 from tests.databases import fresh_database_url
 from tests.unit.runtime.fakes import Producer

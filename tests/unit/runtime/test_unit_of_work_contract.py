@@ -6,69 +6,14 @@ or nothing; session locks serialise decisions on one session."""
 from __future__ import annotations
 
 import asyncio
-import json
-from collections.abc import AsyncIterator, Callable
-from typing import Any
-from uuid import UUID, uuid4
+from uuid import uuid4
 
 import pytest
 from muster_contracts import events as ev
 from muster_contracts.commands import ProcessSession
-from muster_runtime import dispatch
-from muster_runtime.db import create_pool
 from muster_runtime.eventstore import ConcurrencyError
-from muster_runtime.memory_uow import MemoryStore
-from muster_runtime.unit_of_work import AbstractUnitOfWork, PostgresUnitOfWork
 
-from tests.databases import fresh_database_url
-from tests.unit.runtime.fakes import Producer
-
-Factory = Callable[[], AbstractUnitOfWork]
-
-
-class Harness:
-    """A factory of units of work plus a way to see what was sent after commit."""
-
-    def __init__(self, factory: Factory, sent: Callable[[], list[UUID]]) -> None:
-        self.uow = factory
-        self.sent = sent
-
-
-@pytest.fixture(params=["memory", "postgres"])
-async def work(request: pytest.FixtureRequest, postgres_server_url: str) -> AsyncIterator[Harness]:
-    if request.param == "memory":
-        store = MemoryStore()
-        yield Harness(store.uow, lambda: [m.message_id for _, _, m in store.sent])
-        return
-    async with fresh_database_url(postgres_server_url, "uow") as url:
-        pool: Any = await create_pool(url)
-        capture = Producer()
-        dispatch.install(dispatch.Dispatcher(capture, pool))
-        try:
-
-            def sent() -> list[UUID]:
-                bodies = [json.loads(v) for v in capture.sent]
-                return [UUID(b["message_id"]) for b in bodies if "message_id" in b]
-
-            yield Harness(lambda: PostgresUnitOfWork(pool), sent)
-        finally:
-            dispatch.install(None)
-            await pool.close()
-
-
-def created(session_id: UUID) -> ev.SessionCreated:
-    return ev.SessionCreated(session_id=session_id, user_id="u", root_session_id=session_id)
-
-
-def message(seq: int) -> ev.MessageRecorded:
-    return ev.MessageRecorded(message_id=uuid4(), seq=seq, role="USER", content=f"m{seq}")
-
-
-async def new_session(work: Harness) -> UUID:
-    session_id = uuid4()
-    async with work.uow() as uow:
-        await uow.append(str(session_id), [created(session_id)], expected_version=0)
-    return session_id
+from tests.unit.runtime.uow_harness import Harness, created, message, new_session
 
 
 async def test_committed_appends_are_read_back_in_order_with_versions(work: Harness) -> None:

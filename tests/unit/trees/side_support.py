@@ -8,12 +8,13 @@ from uuid import UUID, uuid4
 
 from muster_agent.agents import AgentRegistry
 from muster_agent.context import model_messages
-from muster_agent.session_store import load_state
+from muster_agent.session_store import read_state
 from muster_contracts import events as ev
 from muster_gateway import side_sessions
 from muster_gateway.protocol import CreateSideSessionData
 from muster_runtime import eventstore
 from muster_runtime.db import Pool
+from muster_runtime.postgres_uow import PostgresUnitOfWork
 
 USER = "alice"
 
@@ -61,7 +62,7 @@ async def side(pool: Pool, source: UUID, who: str = USER, **data: Any) -> UUID:
 
 
 async def context(pool: Pool, sid: UUID) -> list[dict[str, Any]]:
-    state = await load_state(pool, sid)
+    state = await read_state(lambda: PostgresUnitOfWork(pool), sid)
     assert state is not None
     return model_messages(AgentRegistry.load().get(state.agent_type), state)
 

@@ -4,6 +4,7 @@ was never set is still run (acceptance 9)."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -19,12 +20,14 @@ from muster_agent.loop import LoopDeps
 from muster_agent.models.base import ModelReply, ModelRequest, Usage
 from muster_agent.models.scripted import ScriptedModel
 from muster_agent.runners import Runners
+from muster_agent.stopping import DEADLINE_PASSED
 from muster_contracts import events as ev
 from muster_contracts.commands import RunExecution
 from muster_runtime import eventstore
 from muster_runtime.db import Pool
 from muster_subagent_worker.handlers import WorkerDeps, run_execution
 
+from tests.databases import uows
 from tests.unit.recovery.builders import (
     assistant,
     delegate_call,
@@ -42,8 +45,8 @@ class NoModel:
 
 
 async def run(pool: Pool, tmp_path: Path, eid: UUID, model: Any) -> None:
-    row = await execution(pool, eid)
-    loop = LoopDeps(pool=pool, model=model, agents=AgentRegistry.load(), workspaces=tmp_path, on_close=finish_execution)
+    row = await execution(uows(pool), eid)
+    loop = LoopDeps(uows=uows(pool), model=model, agents=AgentRegistry.load(), workspaces=tmp_path, on_close=finish_execution)
     runners = Runners(pool, f"worker-{uuid4()}", 10.0)
     command = RunExecution(execution_id=eid, child_session_id=row["child_session_id"],
                            parent_session_id=row["parent_session_id"])
@@ -56,29 +59,29 @@ async def run(pool: Pool, tmp_path: Path, eid: UUID, model: Any) -> None:
 async def test_a_recorded_final_answer_is_delivered_without_a_new_model_call(
     pool: Pool, tmp_path: Path, phase_recorded: bool
 ) -> None:
-    parent, (eid,) = await delegating_parent(pool, ["c"])
-    child = (await execution(pool, eid))["child_session_id"]
+    parent, (eid,) = await delegating_parent(uows(pool), ["c"])
+    child = (await execution(uows(pool), eid))["child_session_id"]
     answer = assistant(0, [], content="the original answer")
-    await record(pool, child, lambda seq: [
+    await record(uows(pool), child, lambda seq: [
         answer.model_copy(update={"seq": seq}),
         *([ev.SessionPhaseChanged(phase="COMPLETED")] if phase_recorded else []),
     ])
     await run(pool, tmp_path, eid, NoModel())
-    row = await execution(pool, eid)
+    row = await execution(uows(pool), eid)
     assert (row["status"], row["result"], row["final_message_id"]) == (
         "COMPLETED", "the original answer", answer.message_id)
     # The worker settled the barrier in the transaction that finished the last child:
     # delivered and resumed already, so recovery finds nothing left to do.
     assert row["delivery_status"] == "DELIVERED"
     assert len(await outbox_commands(pool, "ResumeSession", "session_id", parent)) == 1
-    assert await settle(pool, parent) == 0
+    assert await settle(uows(pool), parent) == 0
     (tool,) = await pool.fetch("SELECT content FROM messages WHERE session_id = $1 AND role = 'TOOL'", parent)
     assert json.loads(tool["content"])["result"] == "the original answer"
 
 
 async def test_an_execution_whose_child_phase_was_never_set_still_runs(pool: Pool, tmp_path: Path) -> None:
-    parent = await running_session(pool)
-    await record(pool, parent, lambda seq: [assistant(seq, [delegate_call("c")])])
+    parent = await running_session(uows(pool))
+    await record(uows(pool), parent, lambda seq: [assistant(seq, [delegate_call("c")])])
     eid = execution_id_for(parent, "c")
     child, task = uuid4(), uuid4()
     async with pool.acquire() as conn, conn.transaction():  # created, then killed: no phase
@@ -94,7 +97,7 @@ async def test_an_execution_whose_child_phase_was_never_set_still_runs(pool: Poo
         )])
     assert await pool.fetchval("SELECT phase FROM sessions WHERE session_id = $1", child) is None
     await run(pool, tmp_path, eid, ScriptedModel())
-    row = await execution(pool, eid)
+    row = await execution(uows(pool), eid)
     assert (row["status"], row["result"]) == ("COMPLETED", "ok")
     assert await pool.fetchval("SELECT phase FROM sessions WHERE session_id = $1", child) == "COMPLETED"
 
@@ -109,16 +112,49 @@ class Answers:
 async def test_the_last_child_to_finish_settles_the_barrier_in_its_own_transaction(
     pool: Pool, tmp_path: Path
 ) -> None:
-    parent, (first, second) = await delegating_parent(pool, ["a", "b"])
+    parent, (first, second) = await delegating_parent(uows(pool), ["a", "b"])
     await run(pool, tmp_path, first, Answers())
-    assert (await execution(pool, first))["delivery_status"] == "PENDING"  # a sibling still runs
+    assert (await execution(uows(pool), first))["delivery_status"] == "PENDING"  # a sibling still runs
     assert await outbox_commands(pool, "ResumeSession", "session_id", parent) == []
     await run(pool, tmp_path, second, Answers())
-    rows = [await execution(pool, eid) for eid in (first, second)]
+    rows = [await execution(uows(pool), eid) for eid in (first, second)]
     assert [(r["status"], r["delivery_status"]) for r in rows] == [("COMPLETED", "DELIVERED")] * 2
     tools = await pool.fetch(
         "SELECT tool_call_id FROM messages WHERE session_id = $1 AND role = 'TOOL' ORDER BY seq", parent
     )
     assert [t["tool_call_id"] for t in tools] == ["a", "b"]  # in tool-call order
     assert len(await outbox_commands(pool, "ResumeSession", "session_id", parent)) == 1
-    assert await settle(pool, parent) == 0  # recovery, reacting afterwards, finds it done
+    assert await settle(uows(pool), parent) == 0  # recovery, reacting afterwards, finds it done
+
+
+class Thinking:
+    """A model still thinking when the deadline passes: its answer must never be recorded."""
+
+    def __init__(self) -> None:
+        self.calls = 0
+
+    async def complete(self, request: ModelRequest) -> ModelReply:
+        self.calls += 1
+        await asyncio.Event().wait()
+        raise AssertionError("unreachable")
+
+
+async def test_the_worker_stops_a_run_at_its_deadline_and_fails_it_at_once(pool: Pool, tmp_path: Path) -> None:
+    # The delegator's clock is an hour behind: the deadline falls a moment from now.
+    def behind() -> datetime:
+        return datetime.now(UTC) - timedelta(seconds=3600 - 0.5)
+
+    parent, (eid,) = await delegating_parent(uows(pool), ["late"], clock=behind)
+    model = Thinking()
+    await run(pool, tmp_path, eid, model)  # returns once the run ended: at the deadline
+    row = await execution(uows(pool), eid)
+    assert (row["status"], row["error"]) == ("FAILED", DEADLINE_PASSED)
+    assert row["ended_at"] >= row["deadline_at"]
+    assert model.calls == 1
+    child = row["child_session_id"]
+    assert await pool.fetchval("SELECT phase FROM sessions WHERE session_id = $1", child) == "CANCELLED"
+    roles = [r["role"] for r in await pool.fetch("SELECT role FROM messages WHERE session_id = $1", child)]
+    assert roles == ["USER"]  # the answer of the interrupted call was never recorded
+    # The last child ended, so the parent has its failure result already.
+    (tool,) = await pool.fetch("SELECT content FROM messages WHERE session_id = $1 AND role = 'TOOL'", parent)
+    assert json.loads(tool["content"])["result"] == DEADLINE_PASSED

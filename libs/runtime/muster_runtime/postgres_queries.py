@@ -1,0 +1,45 @@
+"""The PostgreSQL unit of work's longer queries, and how their rows become snapshots."""
+
+from __future__ import annotations
+
+from typing import Any
+from uuid import UUID
+
+from muster_runtime.unit_of_work import SessionSnapshot
+
+# One round trip: the session's row, its visible history and its started tool calls.
+LOAD_STATE = """
+SELECT s.*,
+    (SELECT json_agg(json_build_object('message_id', m.message_id, 'seq', m.seq, 'role', m.role,
+                'content', m.content, 'tool_calls', m.tool_calls, 'tool_call_id', m.tool_call_id)
+            ORDER BY m.seq)
+     FROM messages m WHERE m.session_id = s.session_id AND NOT m.discarded) AS history,
+    (SELECT array_agg(t.tool_call_id) FROM tool_runs t WHERE t.session_id = s.session_id) AS started
+FROM sessions s WHERE s.session_id = $1
+"""
+
+OPEN_EXECUTION_OF = """
+SELECT * FROM executions WHERE child_session_id = $1 AND status = ANY($2::text[])
+ORDER BY round DESC LIMIT 1
+"""
+
+UNDELIVERED = """
+SELECT * FROM executions WHERE parent_session_id = $1 AND delivery_status = 'PENDING'
+ORDER BY started_at
+"""
+
+STORE_BLOBS = """
+INSERT INTO blobs (sha256, content, size)
+SELECT * FROM unnest($1::text[], $2::text[], $3::int[])
+ON CONFLICT (sha256) DO NOTHING
+"""
+
+
+def snapshot(row: Any) -> SessionSnapshot | None:
+    if row is None:
+        return None
+    fields = dict(row)
+    history = fields.pop("history") or []
+    started = fields.pop("started") or ()
+    messages = [{**m, "message_id": UUID(m["message_id"])} for m in history]
+    return SessionSnapshot(fields, messages, frozenset(started))

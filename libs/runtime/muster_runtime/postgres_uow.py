@@ -1,0 +1,207 @@
+"""The unit of work on PostgreSQL: one transaction on one pooled connection.
+
+The transaction starts with the first statement that needs it, so a decision made of one
+`append_if_current` is a single round trip in an implicit transaction, and a read made
+before any lock (`session_state`) costs no BEGIN. Reads that decide under a lock run in the
+transaction once it has started.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from datetime import datetime
+from typing import Any
+from uuid import UUID
+
+import asyncpg
+from muster_contracts.envelope import Envelope
+from muster_contracts.events import DomainEvent
+
+from muster_runtime import dispatch, eventstore, leases, outbox, tracking
+from muster_runtime.db import Connection, Pool
+from muster_runtime.eventstore import StoredEvent
+from muster_runtime.postgres_queries import (
+    LOAD_STATE,
+    OPEN_EXECUTION_OF,
+    STORE_BLOBS,
+    UNDELIVERED,
+    snapshot,
+)
+from muster_runtime.unit_of_work import OPEN_STATUSES, AbstractUnitOfWork, Row, SessionBusy, SessionSnapshot
+
+
+class PostgresUnitOfWork(AbstractUnitOfWork):
+    def __init__(self, pool: Pool) -> None:
+        self._pool = pool
+        self._held: Any = None
+        self._transaction: Any = None
+        self._collecting: Any = None
+        self._outgoing: list[dispatch.Outgoing] = []
+
+    async def connection(self) -> Connection:
+        """The transaction's connection (started on first use), for queries that are
+        PostgreSQL's own (recovery's scans, the gateway's reads)."""
+        assert self._held is not None, "use the unit of work inside `async with`"
+        if self._transaction is None:
+            self._transaction = self._held.transaction()
+            await self._transaction.start()
+        conn: Connection = self._held
+        return conn
+
+    def _reader(self) -> Connection:
+        """The transaction if one runs, else the connection on its own: one statement."""
+        assert self._held is not None, "use the unit of work inside `async with`"
+        conn: Connection = self._held
+        return conn
+
+    async def _begin(self) -> None:
+        self._held = await self._pool.acquire()
+        self._collecting = dispatch.collecting()
+        self._outgoing = self._collecting.__enter__()
+
+    async def _commit(self) -> None:
+        try:
+            if self._transaction is not None:
+                await self._transaction.commit()
+        finally:
+            await self._close()
+        dispatcher = dispatch.installed()
+        if dispatcher is not None and self._outgoing:
+            await dispatcher.dispatch(self._outgoing)
+
+    async def _rollback(self) -> None:
+        try:
+            if self._transaction is not None:
+                await self._transaction.rollback()
+        finally:
+            await self._close()
+
+    async def _close(self) -> None:
+        self._collecting.__exit__(None, None, None)
+        held, self._held, self._transaction = self._held, None, None
+        await self._pool.release(held)
+
+    async def append(
+        self,
+        stream_id: str,
+        events: Sequence[DomainEvent],
+        *,
+        expected_version: int | None,
+        metadata: dict[str, Any] | None = None,
+    ) -> list[StoredEvent]:
+        return await eventstore.append(
+            await self.connection(), stream_id, events, expected_version=expected_version, metadata=metadata
+        )
+
+    async def append_if_current(
+        self,
+        session_id: UUID,
+        expected_count: int,
+        events: Sequence[DomainEvent],
+        *,
+        blobs: Mapping[str, str] | None = None,
+    ) -> eventstore.Recorded:
+        # Outside a transaction this is the whole decision, committed by the one statement.
+        return await eventstore.record_if_current(
+            self._reader(), session_id, expected_count, events, blobs=dict(blobs or {})
+        )
+
+    async def store_blobs(self, blobs: Mapping[str, str]) -> None:
+        if not blobs:
+            return
+        digests = sorted(blobs)  # a fixed order: concurrent writers of shared blobs cannot deadlock
+        contents = [blobs[d] for d in digests]
+        sizes = [len(c.encode("utf-8")) for c in contents]
+        await (await self.connection()).execute(STORE_BLOBS, digests, contents, sizes)
+
+    async def send(self, topic: str, key: str, message: Envelope) -> None:
+        await outbox.enqueue(await self.connection(), topic, key, message)
+
+    async def first_delivery(self, consumer: str, message_id: str) -> bool:
+        return await tracking.first_delivery(await self.connection(), consumer, message_id)
+
+    async def try_lease(self, resource_id: str, owner: str, ttl_s: float) -> bool:
+        return await leases.try_acquire(await self.connection(), resource_id, owner, ttl_s)
+
+    async def lock_session(self, session_id: UUID, *, nowait: bool = False) -> Row | None:
+        conn = await self.connection()
+        if not nowait:
+            row = await conn.fetchrow("SELECT * FROM sessions WHERE session_id = $1 FOR UPDATE", session_id)
+            return dict(row) if row is not None else None
+        try:
+            async with conn.transaction():  # a savepoint: a refused lock must not abort ours
+                row = await conn.fetchrow(
+                    "SELECT * FROM sessions WHERE session_id = $1 FOR UPDATE NOWAIT", session_id
+                )
+        except asyncpg.LockNotAvailableError:
+            raise SessionBusy(str(session_id)) from None
+        return dict(row) if row is not None else None
+
+    async def session_state(self, session_id: UUID) -> SessionSnapshot | None:
+        return snapshot(await self._reader().fetchrow(LOAD_STATE, session_id))
+
+    async def read_stream(self, stream_id: str) -> list[StoredEvent]:
+        return await eventstore.read_stream(self._reader(), stream_id)
+
+    async def current_version(self, stream_id: str) -> int:
+        return await eventstore.current_version(self._reader(), stream_id)
+
+    async def next_queued_input(self, session_id: UUID) -> Row | None:
+        row = await self._reader().fetchrow(
+            """SELECT message_id, content FROM session_inputs
+               WHERE session_id = $1 AND state = 'QUEUED' ORDER BY position LIMIT 1""",
+            session_id,
+        )
+        return dict(row) if row is not None else None
+
+    async def tool_result(self, session_id: UUID, tool_call_id: str) -> str | None:
+        content: str | None = await self._reader().fetchval(
+            """SELECT content FROM messages WHERE session_id = $1 AND tool_call_id = $2 AND role = 'TOOL'
+               ORDER BY seq DESC LIMIT 1""",
+            session_id,
+            tool_call_id,
+        )
+        return content
+
+    async def message_usages(self, session_id: UUID) -> dict[UUID, dict[str, Any]]:
+        rows = await self._reader().fetch(
+            "SELECT message_id, usage FROM messages WHERE session_id = $1 AND usage IS NOT NULL", session_id
+        )
+        return {r["message_id"]: r["usage"] for r in rows}
+
+    async def execution(self, execution_id: UUID, *, lock: bool = False) -> Row | None:
+        query = "SELECT * FROM executions WHERE execution_id = $1" + (" FOR UPDATE" if lock else "")
+        conn = await self.connection() if lock else self._reader()
+        row = await conn.fetchrow(query, execution_id)
+        return dict(row) if row is not None else None
+
+    async def open_execution_of(self, child_session_id: UUID) -> Row | None:
+        row = await self._reader().fetchrow(OPEN_EXECUTION_OF, child_session_id, list(OPEN_STATUSES))
+        return dict(row) if row is not None else None
+
+    async def executions_of(self, parent_session_id: UUID, *, open_only: bool = False) -> list[Row]:
+        statuses = list(OPEN_STATUSES) if open_only else None
+        rows = await self._reader().fetch(
+            """SELECT * FROM executions WHERE parent_session_id = $1
+               AND ($2::text[] IS NULL OR status = ANY($2::text[])) ORDER BY started_at""",
+            parent_session_id,
+            statuses,
+        )
+        return [dict(r) for r in rows]
+
+    async def undelivered_executions(self, parent_session_id: UUID, *, lock: bool = True) -> list[Row]:
+        conn = await self.connection() if lock else self._reader()
+        rows = await conn.fetch(UNDELIVERED + (" FOR UPDATE" if lock else ""), parent_session_id)
+        return [dict(r) for r in rows]
+
+    async def runs_of(self, child_session_id: UUID) -> list[Row]:
+        rows = await self._reader().fetch(
+            "SELECT * FROM executions WHERE child_session_id = $1 ORDER BY round", child_session_id
+        )
+        return [dict(r) for r in rows]
+
+    async def lease_live(self, resource_id: str, now: datetime) -> bool | None:
+        live: bool | None = await self._reader().fetchval(
+            "SELECT expires_at > $2::timestamptz FROM leases WHERE resource_id = $1", resource_id, now
+        )
+        return live

@@ -1,0 +1,105 @@
+"""The agent loop on the in-memory unit of work: turns, local tool rounds, queued input,
+cancellation and a crash's tail, with no database."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from uuid import UUID, uuid4
+
+from muster_agent.loop import StepOutcome
+from muster_agent.models.base import ModelReply, ModelRequest, Usage
+from muster_contracts import events as ev
+
+from tests.unit.agent.memory_world import World
+
+
+def script(*steps: dict[str, object]) -> str:
+    return "#script " + json.dumps({"steps": list(steps)})
+
+
+def write(path: str, content: str) -> dict[str, object]:
+    return {"name": "write_file", "arguments": {"path": path, "content": content}}
+
+
+async def test_a_turn_without_tools_records_the_answer_and_completes(tmp_path: Path) -> None:
+    world = World(tmp_path)
+    sid = await world.session("hello")
+    assert await world.run(sid) == StepOutcome.IDLE
+    state = await world.state(sid)
+    assert [m.role for m in state.messages] == ["USER", "ASSISTANT"]
+    assert state.phase == "COMPLETED"
+
+
+async def test_a_local_tool_round_runs_each_tool_once_then_answers(tmp_path: Path) -> None:
+    world = World(tmp_path)
+    sid = await world.session(
+        script({"tool_calls": [write("a.txt", "A"), write("b.txt", "B")]}, {"content": "ok"})
+    )
+    assert await world.run(sid) == StepOutcome.IDLE
+    state = await world.state(sid)
+    assert [m.role for m in state.messages] == ["USER", "ASSISTANT", "TOOL", "TOOL", "ASSISTANT"]
+    assert [m.content for m in state.messages][-1] == "ok"
+    assert len(state.started_tool_calls) == 2
+    assert (tmp_path / str(sid) / "a.txt").read_text() == "A"
+    assert (tmp_path / str(sid) / "b.txt").read_text() == "B"
+
+
+async def test_input_queued_while_running_starts_the_next_turn_when_one_ends(tmp_path: Path) -> None:
+    world = World(tmp_path)
+    sid = await world.session("first")
+    queued = ev.UserMessageQueued(message_id=uuid4(), content="second")
+    await world.append(sid, queued)
+    assert await world.run(sid) == StepOutcome.IDLE
+    state = await world.state(sid)
+    assert [(m.role, m.content) for m in state.messages if m.role == "USER"] == [
+        ("USER", "first"),
+        ("USER", "second"),
+    ]
+    assert [m.role for m in state.messages] == ["USER", "ASSISTANT", "USER", "ASSISTANT"]
+    assert state.messages[2].message_id == queued.message_id
+    assert state.phase == "COMPLETED"
+
+
+class CancelledDuringCall:
+    """The user cancels while the model is thinking: its answer must not be recorded."""
+
+    def __init__(self, world: World) -> None:
+        self.world = world
+
+    async def complete(self, request: ModelRequest) -> ModelReply:
+        await self.world.append(UUID(request.session_id), ev.SessionPhaseChanged(phase="CANCELLED"))
+        return ModelReply(
+            content="too late", tool_calls=[], usage=Usage(prompt_tokens=1, completion_tokens=1)
+        )
+
+
+async def test_a_cancelled_turn_records_no_further_answer(tmp_path: Path) -> None:
+    world = World(tmp_path)
+    world.model = CancelledDuringCall(world)
+    sid = await world.session("hello")
+    assert await world.run(sid) == StepOutcome.IDLE
+    state = await world.state(sid)
+    assert [m.role for m in state.messages] == ["USER"]
+    assert state.phase == "CANCELLED"
+
+
+async def test_a_crash_tail_is_discarded_and_its_tool_is_not_run_again(tmp_path: Path) -> None:
+    """The runner died after recording a tool's start but not its result."""
+    world = World(tmp_path)
+    sid = await world.session(script({"tool_calls": [write("x.txt", "X")]}, {"content": "after"}))
+    cut = ev.ToolCallSpec(id="cut", name="write_file", arguments={"path": "x.txt", "content": "X"})
+    answer = ev.MessageRecorded(message_id=uuid4(), seq=2, role="ASSISTANT", content="", tool_calls=[cut])
+    await world.append(
+        sid,
+        answer,
+        ev.ToolCallStarted(message_id=answer.message_id, tool_call_id="cut", name="write_file"),
+        ev.SessionPhaseChanged(phase="RESUMING"),
+    )
+    assert await world.run(sid) == StepOutcome.IDLE
+    state = await world.state(sid)
+    assert answer.message_id not in {m.message_id for m in state.messages}
+    assert state.phase == "COMPLETED"
+    async with world.store.uow() as uow:
+        kinds = [s.type for s in await uow.read_stream(str(sid))]
+    assert "MessagesDiscarded" in kinds and kinds.count("SessionPhaseChanged") >= 3

@@ -1,0 +1,127 @@
+"""The reads a decision makes through the unit of work, one contract for both
+implementations: the session's visible history, its queued input, its executions, tool
+results, usage and leases, each as the projections after the events appended."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+from uuid import UUID, uuid4
+
+import pytest
+from muster_contracts import events as ev
+
+from tests.unit.runtime.uow_harness import Harness, message, new_session
+
+
+def started(execution_id: UUID, parent: UUID, child: UUID, call: str, round_: int = 1) -> ev.ExecutionStarted:
+    return ev.ExecutionStarted(
+        execution_id=execution_id, parent_session_id=parent, parent_tool_call_id=call,
+        parent_message_id=uuid4(), child_session_id=child, user_id="u", agent_type="coder",
+        invocation_type="DELEGATE" if round_ == 1 else "FOLLOWUP", task="t", round=round_,
+        start_message_id=uuid4(), deadline_at=datetime.now(UTC) + timedelta(hours=1),
+    )  # fmt: skip
+
+
+async def test_session_state_is_the_visible_history_in_seq_order_with_started_calls(work: Harness) -> None:
+    sid = await new_session(work)
+    first, second = message(1), message(2)
+    call = ev.ToolCallSpec(id="c1", name="read_file", arguments={"path": "a"})
+    answer = ev.MessageRecorded(message_id=uuid4(), seq=3, role="ASSISTANT", content="", tool_calls=[call])
+    async with work.uow() as uow:
+        await uow.append(str(sid), [first, second, answer], expected_version=1)
+        await uow.append(str(sid), [
+            ev.ToolCallStarted(message_id=answer.message_id, tool_call_id="c1", name="read_file"),
+            ev.MessagesDiscarded(message_ids=[second.message_id], reason="incomplete_tail"),
+        ], expected_version=4)  # fmt: skip
+    async with work.uow() as uow:
+        snapshot = await uow.session_state(sid)
+        assert await uow.session_state(uuid4()) is None
+    assert snapshot is not None
+    assert [m["message_id"] for m in snapshot.messages] == [first.message_id, answer.message_id]
+    assert snapshot.messages[1]["tool_calls"] == [
+        {"id": "c1", "name": "read_file", "arguments": {"path": "a"}}
+    ]
+    assert snapshot.started_tool_calls == {"c1"}
+    assert (snapshot.row["session_id"], snapshot.row["message_count"], snapshot.row["version"]) == (sid, 3, 6)
+
+
+async def test_queued_input_comes_oldest_first_until_recorded_or_dropped(work: Harness) -> None:
+    sid = await new_session(work)
+    queued = [ev.UserMessageQueued(message_id=uuid4(), content=f"q{i}") for i in range(3)]
+    async with work.uow() as uow:
+        await uow.append(str(sid), queued, expected_version=1)
+        assert (await uow.next_queued_input(sid) or {})["message_id"] == queued[0].message_id
+        await uow.append(str(sid), [
+            ev.MessageRecorded(message_id=queued[0].message_id, seq=1, role="USER", content="q0"),
+            ev.QueuedMessagesDropped(message_ids=[queued[1].message_id], reason="cancelled"),
+        ], expected_version=4)  # fmt: skip
+    async with work.uow() as uow:
+        left = await uow.next_queued_input(sid)
+        assert left is not None and (left["message_id"], left["content"]) == (queued[2].message_id, "q2")
+        assert await uow.next_queued_input(uuid4()) is None
+
+
+async def test_executions_are_read_by_id_child_and_parent_through_their_lifecycle(work: Harness) -> None:
+    parent, child = await new_session(work), await new_session(work)
+    first, second = uuid4(), uuid4()
+    async with work.uow() as uow:
+        await uow.append(str(first), [started(first, parent, child, "a")], expected_version=0)
+        await uow.append(str(second), [started(second, parent, uuid4(), "b")], expected_version=0)
+    async with work.uow() as uow:
+        assert {e["execution_id"] for e in await uow.executions_of(parent, open_only=True)} == {first, second}
+        assert (await uow.open_execution_of(child) or {})["execution_id"] == first
+        await uow.append(str(first), [ev.ExecutionRecovering(reason="lease_expired")], expected_version=1)
+        await uow.append(
+            str(first), [ev.ExecutionFinished(status="COMPLETED", result="r", rounds=2)], expected_version=2
+        )
+        await uow.append(str(second), [ev.ExecutionFinished(status="FAILED", error="e")], expected_version=1)
+        await uow.append(
+            str(second), [ev.ExecutionDelivered(delivery_status="SUPPRESSED")], expected_version=2
+        )
+    async with work.uow() as uow:
+        row = await uow.execution(first, lock=True)
+        assert row is not None
+        assert (row["status"], row["result"], row["rounds"], row["recoveries"], row["version"]) == (
+            "COMPLETED", "r", 2, 1, 3)  # fmt: skip
+        assert await uow.open_execution_of(child) is None
+        assert await uow.executions_of(parent, open_only=True) == []
+        assert [e["execution_id"] for e in await uow.undelivered_executions(parent)] == [first]
+        assert len(await uow.executions_of(parent)) == 2
+        assert [e["execution_id"] for e in await uow.runs_of(child)] == [first]
+        assert await uow.execution(uuid4()) is None
+
+
+async def test_tool_results_and_usage_are_read_per_session(work: Harness) -> None:
+    sid = await new_session(work)
+    usage = ev.TokenUsage(prompt_tokens=7, completion_tokens=3)
+    answer = ev.MessageRecorded(message_id=uuid4(), seq=1, role="ASSISTANT", content="", usage=usage)
+    result = ev.MessageRecorded(message_id=uuid4(), seq=2, role="TOOL", content="out", tool_call_id="c1")
+    async with work.uow() as uow:
+        await uow.append(str(sid), [answer, result], expected_version=1)
+    async with work.uow() as uow:
+        assert await uow.tool_result(sid, "c1") == "out"
+        assert await uow.tool_result(sid, "c2") is None
+        assert await uow.message_usages(sid) == {
+            answer.message_id: {"prompt_tokens": 7, "completion_tokens": 3}
+        }
+
+
+async def test_a_live_lease_keeps_other_owners_out(work: Harness) -> None:
+    now = datetime.now(UTC)
+    async with work.uow() as uow:
+        assert await uow.lease_live("r", now) is None
+        assert await uow.try_lease("r", "a", 60)
+    async with work.uow() as uow:
+        assert not await uow.try_lease("r", "b", 60)
+        assert await uow.try_lease("r", "a", 60)  # renewal by its owner
+        assert await uow.lease_live("r", now)
+        assert not await uow.lease_live("r", now + timedelta(minutes=5))
+
+
+@pytest.mark.parametrize("nowait", [False, True])
+async def test_a_free_session_is_locked_with_or_without_waiting(work: Harness, nowait: bool) -> None:
+    sid = await new_session(work)
+    async with work.uow() as uow:
+        row = await uow.lock_session(sid, nowait=nowait)
+        assert row is not None and row["version"] == 1
+        assert await uow.current_version(str(sid)) == 1
