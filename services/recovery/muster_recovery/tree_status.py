@@ -18,7 +18,7 @@ import asyncpg
 from muster_contracts.published import RecordedEvent
 from muster_contracts.session_events import SessionTreeStatusChanged
 from muster_runtime import eventstore
-from muster_runtime.db import Connection, Pool
+from muster_runtime.db import Pool
 from muster_runtime.postgres_uow import PostgresUnitOfWork
 
 log = logging.getLogger("muster.recovery.tree")
@@ -78,16 +78,18 @@ async def refresh(pool: Pool, root_id: UUID) -> bool:
     for attempt in range(1, ATTEMPTS + 1):
         try:
             async with PostgresUnitOfWork(pool) as uow:
-                return await _record(await uow.connection(), root_id)
+                return await _record(uow, root_id)
         except (eventstore.ConcurrencyError, asyncpg.DeadlockDetectedError):
             if attempt == ATTEMPTS:
                 raise
     return False
 
 
-async def _record(conn: Connection, root_id: UUID) -> bool:
-    await conn.execute("SELECT 1 FROM sessions WHERE session_id = $1 FOR UPDATE", root_id)
-    row = await conn.fetchrow(STATUS, root_id)  # again, under the lock
+async def _record(uow: PostgresUnitOfWork, root_id: UUID) -> bool:
+    await uow.lock_session(root_id)
+    # The signals are a query over the tree's rows (a read, like recovery's scans); the
+    # decision (compare, append) is made under the root's lock.
+    row = await (await uow.connection()).fetchrow(STATUS, root_id)
     if row is None or not _changed(row):
         return False
     status = SessionTreeStatusChanged(
@@ -97,7 +99,7 @@ async def _record(conn: Connection, root_id: UUID) -> bool:
         pending_questions=row["now_questions"],
     )
     meta = {"root_session_id": str(root_id)}
-    await eventstore.append(conn, str(root_id), [status], expected_version=row["version"], metadata=meta)
+    await uow.append(str(root_id), [status], expected_version=row["version"], metadata=meta)
     log.info(
         "tree_status_changed root=%s running=%s unread=%s", root_id, status.tree_running, status.tree_unread
     )
