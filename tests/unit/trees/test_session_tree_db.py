@@ -188,3 +188,20 @@ async def test_reconciliation_records_a_signal_whose_event_was_lost(pool: Pool) 
     assert await tree_status.reconcile(pool) >= 1
     assert await pool.fetchval("SELECT tree_running FROM sessions WHERE session_id = $1", main) is True
     assert await tree_status.reconcile(pool) == 0
+
+
+async def test_archived_and_deleted_subtrees_leave_the_signals(pool: Pool) -> None:
+    main, a, b, c = await chain(pool)
+    await append(pool, c, ev.SessionPhaseChanged(phase="RUNNING"))
+
+    async def running() -> bool:
+        return bool(await pool.fetchval("SELECT tree_running FROM muster_tree_status($1)", [main]))
+
+    assert await running()
+    await management.set_archived(pool, USER, str(b), True)
+    assert not await running()
+    await management.set_archived(pool, USER, str(b), False)
+    assert await running()
+    await management.delete(pool, USER, str(a))
+    assert not await running()
+    await rebuilds(pool)
