@@ -20,7 +20,6 @@ from muster_gateway.rest import _ERRORS, GW, User
 
 router = APIRouter()
 _MANAGE_ERRORS: dict[int | str, dict[str, Any]] = {**_ERRORS, 409: {"model": schemas.ErrorBody}}
-SessionOut = {"response_model": schemas.Session, "response_model_exclude_unset": True}
 
 
 @cache
@@ -49,7 +48,12 @@ async def search(
     return {"items": await tree_queries.search(gw.pool, user, q, limit)}
 
 
-@router.patch("/v1/sessions/{session_id}", responses=_MANAGE_ERRORS, **SessionOut)  # type: ignore[arg-type]
+@router.patch(
+    "/v1/sessions/{session_id}",
+    response_model=schemas.Session,
+    response_model_exclude_unset=True,
+    responses=_MANAGE_ERRORS,
+)
 async def patch_session(gw: GW, user: User, session_id: str, body: ts.SessionPatch) -> dict[str, Any]:
     changes = {"title": body.title, "model_id": body.modelId, "permission_level": body.permissionLevel}
     return await management.change_settings(gw.pool, user, session_id, changes)
@@ -62,23 +66,43 @@ async def delete_session(gw: GW, user: User, session_id: str) -> Response:
     return Response(status_code=204)
 
 
-@router.post("/v1/sessions/{session_id}/archive", responses=_MANAGE_ERRORS, **SessionOut)  # type: ignore[arg-type]
+@router.post(
+    "/v1/sessions/{session_id}/archive",
+    response_model=schemas.Session,
+    response_model_exclude_unset=True,
+    responses=_MANAGE_ERRORS,
+)
 async def archive(gw: GW, user: User, session_id: str) -> dict[str, Any]:
     return await management.set_archived(gw.pool, user, session_id, True)
 
 
-@router.post("/v1/sessions/{session_id}/unarchive", responses=_MANAGE_ERRORS, **SessionOut)  # type: ignore[arg-type]
+@router.post(
+    "/v1/sessions/{session_id}/unarchive",
+    response_model=schemas.Session,
+    response_model_exclude_unset=True,
+    responses=_MANAGE_ERRORS,
+)
 async def unarchive(gw: GW, user: User, session_id: str) -> dict[str, Any]:
     return await management.set_archived(gw.pool, user, session_id, False)
 
 
-@router.post("/v1/sessions/{session_id}/promote", responses=_MANAGE_ERRORS, **SessionOut)  # type: ignore[arg-type]
+@router.post(
+    "/v1/sessions/{session_id}/promote",
+    response_model=schemas.Session,
+    response_model_exclude_unset=True,
+    responses=_MANAGE_ERRORS,
+)
 async def promote(gw: GW, user: User, session_id: str) -> dict[str, Any]:
     """A side task becomes a NORMAL session, root of its own tree with its descendants."""
     return await management.promote(gw.pool, user, session_id)
 
 
-@router.post("/v1/sessions/{session_id}/read", responses=_MANAGE_ERRORS, **SessionOut)  # type: ignore[arg-type]
+@router.post(
+    "/v1/sessions/{session_id}/read",
+    response_model=schemas.Session,
+    response_model_exclude_unset=True,
+    responses=_MANAGE_ERRORS,
+)
 async def mark_read(gw: GW, user: User, session_id: str) -> dict[str, Any]:
     return await management.mark_read(gw.pool, user, session_id)
 
