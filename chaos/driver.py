@@ -37,6 +37,7 @@ class Outcome:
     acked: list[str] = field(default_factory=list)  # messageIds the gateway acknowledged
     cancel_acked_at: datetime | None = None
     children: list[str] = field(default_factory=list)
+    side_tasks: list[str] = field(default_factory=list)
     ws_trailing: int = 0  # times REST showed a turn's end before WS did
     seconds: float = 0.0
 
@@ -122,6 +123,48 @@ class Driver:
             e["data"]["childSessionId"] for e in conn.of_type(session_id, "subagent_session_created")
         ]
         out.phase = str((await rest.session(session_id))["phase"])
+        if plan.kind == "side" and out.phase == "COMPLETED":
+            await self._side_tasks(conn, rest, plan, session_id, out)
+
+    async def _side_tasks(self, conn: Conn, rest: Rest, plan: SessionPlan, source: str, out: Outcome) -> None:
+        """The plan's chain of side tasks, each branched off the previous one; a side task
+        that does not complete makes the outcome its phase."""
+        for depth, (mode, content) in enumerate(plan.side_tasks, start=1):
+            client_id = f"{plan.title}-side-{depth}"
+            data = {"content": content, "contextMode": mode, "clientMessageId": client_id}
+            source, message_id = await self._create_side(conn, source, data, client_id)
+            out.side_tasks.append(source)
+            out.acked.append(message_id)
+            phase = await self._turn(conn, rest, source, message_id, out)
+            if phase != "COMPLETED":
+                out.phase = phase
+                return
+
+    async def _create_side(
+        self, conn: Conn, source: str, data: dict[str, Any], client_id: str
+    ) -> tuple[str, str]:
+        """create_side_session is not idempotent either: after a lost reply, look it up."""
+        while True:
+            try:
+                reply = await conn.request("create_side_session", source, data, retry=False)
+            except (TimeoutError, Lost):
+                await conn.request("ping")
+                row = None
+                for pause in (1.0, 2.0):
+                    await asyncio.sleep(pause)
+                    row = row or await self.db.fetchrow(
+                        "SELECT session_id, message_id FROM session_inputs WHERE client_message_id = $1",
+                        client_id,
+                    )
+                if row is None:
+                    continue
+                side_id, message_id = str(row["session_id"]), str(row["message_id"])
+            else:
+                if reply["type"] != "ack":
+                    raise RuntimeError(f"create_side_session refused: {reply}")
+                side_id, message_id = str(reply["data"]["sessionId"]), str(reply["data"]["messageId"])
+            await conn.subscribe(side_id)
+            return side_id, message_id
 
     async def _create(self, conn: Conn, plan: SessionPlan) -> tuple[str, str]:
         """create_session is not idempotent: after a lost reply, look the title up."""

@@ -4,7 +4,9 @@ Kinds: `delegate` (1-3 parallel children that write a file then answer, some slo
 failing, sometimes a second delegation round or a local tool beside the delegations),
 `followup` (a delegation, then a second turn with `delegate_followup` to that child),
 `cancel` (slow children, the parent cancelled mid-run), `plain` (one agent, file tools),
-`editor` (one child whose long round of edits a kill often cuts, see `chaos.editor`).
+`editor` (one child whose long round of edits a kill often cuts, see `chaos.editor`),
+`side` (a plain turn, then a side task of it and a side task of that, each forked,
+summarised or fresh, each writing into the tree's workspace).
 """
 
 from __future__ import annotations
@@ -33,6 +35,7 @@ class SessionPlan:
     cancel_after_s: float | None = None  # after the children appear (kind cancel)
     children: int = 0
     notes: list[str] = field(default_factory=list)
+    side_tasks: list[tuple[str, str]] = field(default_factory=list)  # (contextMode, content), a chain
 
 
 def child_task(rng: random.Random, name: str, fail: bool) -> str:
@@ -102,13 +105,37 @@ def _plain(rng: random.Random, index: int) -> tuple[str, str]:
     return script(*steps), "COMPLETED"
 
 
+def _side(rng: random.Random, index: int) -> tuple[str, list[tuple[str, str]]]:
+    """A main turn and a chain of two side tasks; the first is always a fork (the copy the
+    rebuild check must reproduce), the second any mode."""
+    main = script(
+        {"tool_calls": [call("write_file", path=f"s{index}/main.txt", content="main\n")]},
+        {"content": f"side {index} main done"},
+    )
+    chain = []
+    for depth, mode in enumerate(("fork", rng.choice(("fork", "summary", "none"))), start=1):
+        content = script(
+            {
+                "tool_calls": [
+                    call("write_file", path=f"s{index}/side{depth}.txt", content=f"side {depth}\n")
+                ],
+                "delay_ms": rng.randint(0, 1500),
+            },
+            {"content": f"side {index}.{depth} done"},
+        )
+        chain.append((mode, content))
+    return main, chain
+
+
 def plan_workload(seed: int, sessions: int, kill_steps: int) -> list[SessionPlan]:
     rng = random.Random(f"workload-{seed}")
     cancels = 1 if sessions < 10 else rng.randint(1, 2)
     followups = max(1, round(sessions * rng.uniform(0.12, 0.2)))
     plains = max(1, round(sessions * rng.uniform(0.2, 0.3)))
     editors = max(1, round(sessions * rng.uniform(0.1, 0.15)))
+    sides = max(1, round(sessions * rng.uniform(0.1, 0.15)))
     kinds = ["cancel"] * cancels + ["followup"] * followups + ["plain"] * plains + ["editor"] * editors
+    kinds += ["side"] * sides
     kinds = kinds[:sessions]
     kinds += ["delegate"] * (sessions - len(kinds))
     rng.shuffle(kinds)
@@ -161,6 +188,8 @@ def plan_workload(seed: int, sessions: int, kill_steps: int) -> list[SessionPlan
             plan.cancel_after_s = round(rng.uniform(0.3, 3.0), 2)
         elif kind == "editor":
             plan.first, plan.children = editor.parent_script(rng, index), 1
+        elif kind == "side":
+            plan.first, plan.side_tasks = _side(rng, index)
         else:
             plan.first, plan.expect = _plain(rng, index)
         plans.append(plan)

@@ -8,6 +8,7 @@ import signal
 import subprocess
 import time
 
+import httpx
 import psutil
 import pytest
 
@@ -44,3 +45,23 @@ def test_ctrl_c_to_the_process_group_leaves_nothing_behind(launch: Launch) -> No
     assert leftovers == [], leftovers
     assert not [p for p in members if p.is_running() and p.status() != psutil.STATUS_ZOMBIE]
     assert subprocess.run(["pgrep", "-g", str(launcher.pid)], capture_output=True, check=False).returncode == 1
+
+
+async def test_chat_cli_starts_a_forked_side_task(cluster: Launcher) -> None:
+    async def chat(*args: str) -> str:
+        proc = await asyncio.create_subprocess_exec(
+            str(MUSTER), "chat", "--url", cluster.gateway_url, "--token", cluster.tokens["alice"], *args,
+            stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT,
+        )
+        output, _ = await asyncio.wait_for(proc.communicate(), 60)
+        assert proc.returncode == 0, output.decode()
+        text = output.decode()
+        return next(line.split(": ", 1)[1] for line in text.splitlines() if line.startswith("session: "))
+
+    main = await chat("the main question")
+    side = await chat("--side-of", main, "--mode", "fork", "a side question")
+    async with httpx.AsyncClient(base_url=cluster.gateway_url,
+                                 headers={"Authorization": f"Bearer {cluster.tokens['alice']}"}) as http:
+        body = (await http.get(f"/v1/sessions/{side}/context")).json()
+    users = [m["content"] for m in body["messages"] if m["role"] == "user"]
+    assert users == ["the main question", "a side question"]

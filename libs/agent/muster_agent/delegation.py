@@ -99,6 +99,9 @@ class Delegator:
                     root_session_id=state.root_session_id,
                     title=task[:80],
                     agent_type=agent_type,
+                    workspace_id=state.workspace_id,  # the tree's, also after a promotion
+                    permission_level=state.permission_level,
+                    execution_mode=state.execution_mode,
                 ),
                 ev.MessageRecorded(message_id=task_message_id, seq=1, role="USER", content=task),
                 ev.SessionPhaseChanged(phase="RUNNING"),

@@ -42,6 +42,11 @@ class SessionState:
     # by record (`advance`) instead of converted again at every step.
     chat: tuple[dict[str, Any], ...] = ()
     compaction: Compaction | None = None
+    # A summary side task's background (role, content), for its system prompt (`context`).
+    background: tuple[tuple[str, str], ...] | None = None
+    workspace_id: UUID | None = None  # the tree's workspace (None: the root's)
+    permission_level: ev.PermissionLevel = "auto"  # inherited by the subagents it delegates to
+    execution_mode: ev.ExecutionMode = "CLOUD"
 
     @property
     def running(self) -> bool:
@@ -155,7 +160,16 @@ def snapshot_state(snapshot: SessionSnapshot | None) -> SessionState | None:
         started_tool_calls=snapshot.started_tool_calls,
         chat=context_chat(messages, compaction),
         compaction=compaction,
+        # Projected by migration 0010 (the in-memory unit of work's rows may lack them).
+        background=_background(row.get("background")),
+        workspace_id=row.get("workspace_id"),
+        permission_level=row.get("permission_level") or "auto",
+        execution_mode=row.get("execution_mode") or "CLOUD",
     )
+
+
+def _background(stored: list[dict[str, str]] | None) -> tuple[tuple[str, str], ...] | None:
+    return None if stored is None else tuple((b["role"], b["content"]) for b in stored)
 
 
 async def load_state(uow: AbstractUnitOfWork, session_id: UUID) -> SessionState | None:

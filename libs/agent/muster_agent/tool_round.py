@@ -43,7 +43,7 @@ async def run_local_calls(
     no longer runs here."""
     current: SessionState | None = state
     carry = list(lead)
-    workspace = Workspace(deps.workspaces / str(state.root_session_id))
+    workspace = Workspace(deps.workspaces / str(state.workspace_id or state.root_session_id))
     changes = ChangeRecorder(workspace, state, round_message_id, round_seq)
     allowed = _allowed_tools(deps, state)
     for call in calls:

@@ -17,6 +17,9 @@ from muster_contracts.envelope import Message
 SessionType = Literal["NORMAL", "SIDE_TASK", "SUBAGENT"]
 Phase = Literal["RUNNING", "RESUMING", "COMPLETED", "FAILED", "CANCELLING", "CANCELLED"]
 Role = Literal["USER", "ASSISTANT", "TOOL"]
+PermissionLevel = Literal["auto", "ask", "read_only"]
+ExecutionMode = Literal["CLOUD", "LOCAL"]
+ContextMode = Literal["none", "summary", "fork"]
 
 
 class DomainEvent(Message):
@@ -35,8 +38,19 @@ class ToolCallSpec(Message):
     arguments: dict[str, Any]
 
 
+class BackgroundMessage(Message):
+    """One source message a `summary` side task is given as background (already cut)."""
+
+    role: Role
+    content: str
+
+
 class SessionCreated(DomainEvent):
+    """Version 2 added the per-session settings and a side task's context (v1 payloads
+    are upcast with the defaults, `upcasting.py`)."""
+
     type: Literal["SessionCreated"] = "SessionCreated"
+    schema_version: int = 2
     session_id: UUID
     user_id: str
     session_type: SessionType = "NORMAL"
@@ -45,6 +59,11 @@ class SessionCreated(DomainEvent):
     title: str | None = None
     agent_type: str = "general"
     model_id: str | None = None
+    permission_level: PermissionLevel = "auto"
+    execution_mode: ExecutionMode = "CLOUD"
+    context_mode: ContextMode | None = None  # side tasks only
+    background: list[BackgroundMessage] | None = None  # `summary` side tasks only
+    workspace_id: UUID | None = None  # None: the root's (side tasks name their source's)
 
 
 class UserMessageQueued(DomainEvent):
@@ -223,6 +242,20 @@ class CompactionRecorded(DomainEvent):
     at_seq: int
 
 
+# Defined in their own module, which needs the base classes above.
+from muster_contracts.session_events import (  # noqa: E402
+    SESSION_EVENTS,
+    SessionArchived,
+    SessionDeleted,
+    SessionForked,
+    SessionPromoted,
+    SessionRead,
+    SessionSettingsChanged,
+    SessionTreeStatusChanged,
+    SessionUnarchived,
+    SideSessionCreated,
+)
+
 AnyEvent = Annotated[
     SessionCreated
     | UserMessageQueued
@@ -238,7 +271,16 @@ AnyEvent = Annotated[
     | SubagentSessionCreated
     | ExecutionStatusChanged
     | FileChanged
-    | CompactionRecorded,
+    | CompactionRecorded
+    | SideSessionCreated
+    | SessionForked
+    | SessionSettingsChanged
+    | SessionArchived
+    | SessionUnarchived
+    | SessionDeleted
+    | SessionPromoted
+    | SessionRead
+    | SessionTreeStatusChanged,
     Field(discriminator="type"),
 ]
 EVENTS: TypeAdapter[DomainEvent] = TypeAdapter(AnyEvent)
@@ -260,5 +302,6 @@ EVENT_TYPES: dict[str, type[DomainEvent]] = {
         ExecutionStatusChanged,
         FileChanged,
         CompactionRecorded,
+        *SESSION_EVENTS,
     )
 }

@@ -14,9 +14,24 @@ from muster_contracts.events import EVENT_TYPES, DomainEvent
 Upcaster = Callable[[dict[str, Any]], dict[str, Any]]
 
 # (type, from_version) -> function producing the payload of from_version + 1
+
+
+def _session_created_v1(payload: dict[str, Any]) -> dict[str, Any]:
+    # v2 added per-session settings; sessions created before had the defaults.
+    return {
+        **payload,
+        "permission_level": "auto",
+        "execution_mode": "CLOUD",
+        "context_mode": None,
+        "background": None,
+        "workspace_id": None,
+    }
+
+
 UPCASTERS: dict[tuple[str, int], Upcaster] = {
     # v2: a delivered TOOL result names its child session; nothing recorded before did.
     ("MessageRecorded", 1): lambda payload: {**payload, "source_session_id": None},
+    ("SessionCreated", 1): _session_created_v1,
 }
 
 

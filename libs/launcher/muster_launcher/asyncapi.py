@@ -147,24 +147,28 @@ CONTRACTS: tuple[Contract, ...] = (
                 "gateway-commands",
                 topics.COMMANDS,
                 (ProcessSession,),
-                "ProcessSession after a user message is accepted.",
+                "ProcessSession after a user message is accepted (also a side task's first).",
             ),
             Flow(
                 "gateway-cancel",
                 topics.COMMANDS,
                 (CancelSession,),
-                "CancelSession when a running turn is cancelled.",
+                "CancelSession when a running turn is cancelled (or its session deleted).",
             ),
             _events(
                 "gateway-events",
                 "SessionCreated, UserMessageQueued, SessionPhaseChanged (CANCELLED) and "
-                "QueuedMessagesDropped, appended by create_session, send_message and cancel.",
+                "QueuedMessagesDropped, appended by create_session, send_message and cancel; "
+                "SideSessionCreated (source) and SessionForked (side task) by "
+                "create_side_session; SessionSettingsChanged, SessionArchived, "
+                "SessionUnarchived, SessionDeleted, SessionPromoted and SessionRead by the "
+                "session-management routes.",
             ),
         ),
     ),
     Contract(
         service="harness",
-        description="Runs NORMAL session loops: consumes session commands, appends the "
+        description="Runs NORMAL and SIDE_TASK session loops: consumes session commands, appends the "
         "loop's events and sends RunExecution for every delegation.",
         build=_harness,
         receives=Flow(
@@ -230,8 +234,9 @@ CONTRACTS: tuple[Contract, ...] = (
             _events(
                 "recovery-events-out",
                 "Delivery (TOOL messages and ExecutionStatusChanged on the parent, "
-                "ExecutionDelivered on the execution), suppression, and stopped executions "
-                "(child CANCELLED, ExecutionFinished).",
+                "ExecutionDelivered on the execution), suppression, stopped executions "
+                "(child CANCELLED, ExecutionFinished), and SessionTreeStatusChanged on a "
+                "root's stream when its tree's signals change.",
             ),
             Flow(
                 "recovery-commands",

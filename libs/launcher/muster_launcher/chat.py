@@ -52,6 +52,8 @@ def render(event: dict[str, Any]) -> list[str]:
         return [f"-- {data.get('phase')}"]
     if kind == "subagent_session_created":
         return [f"-- subagent {data.get('agentType')} in session {data.get('childSessionId')}"]
+    if kind == "side_session_created":
+        return [f"-- side task {data.get('sessionId')} ({data.get('contextMode')})"]
     if kind == "execution_status":
         status = f"{data.get('status')}/{data.get('deliveryStatus')}"
         return [f"-- execution {data.get('executionId')}: {status}"]
@@ -98,7 +100,22 @@ async def _request(ws: ClientConnection, frame: dict[str, Any]) -> dict[str, Any
             return data
 
 
-async def chat(base_url: str, token: str, message: str, session: str | None) -> int:
+def _opening(request_id: str, payload: dict[str, Any], side_of: str | None, mode: str) -> dict[str, Any]:
+    """The frame that starts the chat: a new session, or a side task of `side_of`."""
+    if side_of is None:
+        return {"type": "create_session", "id": request_id, "data": payload}
+    data = {**payload, "contextMode": mode}
+    return {"type": "create_side_session", "id": request_id, "sessionId": side_of, "data": data}
+
+
+async def chat(
+    base_url: str,
+    token: str,
+    message: str,
+    session: str | None,
+    side_of: str | None = None,
+    mode: str = "none",
+) -> int:
     async with connect(ws_url(base_url, token), max_size=16 << 20) as ws:
         turn = _Turn(message)
         request_id = uuid.uuid4().hex
@@ -110,7 +127,7 @@ async def chat(base_url: str, token: str, message: str, session: str | None) -> 
                 {"type": "send_message", "id": request_id, "sessionId": session, "data": payload},
             )
         else:
-            await _send(ws, {"type": "create_session", "id": request_id, "data": payload})
+            await _send(ws, _opening(request_id, payload, side_of, mode))
         async for raw in ws:
             frame = json.loads(raw)
             if frame.get("id") == request_id:
@@ -135,9 +152,18 @@ async def chat(base_url: str, token: str, message: str, session: str | None) -> 
     return 2
 
 
-def run_chat(base_url: str, token: str, message: str, session: str | None, timeout: float) -> int:
+def run_chat(
+    base_url: str,
+    token: str,
+    message: str,
+    session: str | None,
+    timeout: float,
+    *,
+    side_of: str | None = None,
+    mode: str = "none",
+) -> int:
     try:
-        return asyncio.run(asyncio.wait_for(chat(base_url, token, message, session), timeout))
+        return asyncio.run(asyncio.wait_for(chat(base_url, token, message, session, side_of, mode), timeout))
     except TimeoutError:
         print(f"error: no end of turn within {timeout:g}s", file=sys.stderr)
         return 3

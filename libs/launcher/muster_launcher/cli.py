@@ -24,7 +24,15 @@ def _parser() -> argparse.ArgumentParser:
     port = os.environ.get("MUSTER_GATEWAY_PORT") or "8765"
     chat.add_argument("--url", default=f"http://127.0.0.1:{port}")
     chat.add_argument("--token", help="default: $MUSTER_TOKEN, else the data dir's token")
-    chat.add_argument("--session", help="post to this session instead of creating one")
+    target = chat.add_mutually_exclusive_group()
+    target.add_argument("--session", help="post to this session instead of creating one")
+    target.add_argument("--side-of", metavar="ID", help="start a side task of this session with the message")
+    chat.add_argument(
+        "--mode",
+        choices=("none", "summary", "fork"),
+        default="none",
+        help="with --side-of: what the side task inherits (nothing, a summary, the whole history)",
+    )
     chat.add_argument("--timeout", type=float, default=600.0, help="seconds to wait for the turn")
     chat.add_argument("message")
     rebuild = commands.add_parser(
@@ -60,7 +68,9 @@ def main(argv: list[str] | None = None) -> int:
             file=sys.stderr,
         )
         return 2
-    return run_chat(args.url, token, args.message, args.session, args.timeout)
+    return run_chat(
+        args.url, token, args.message, args.session, args.timeout, side_of=args.side_of, mode=args.mode
+    )
 
 
 if __name__ == "__main__":

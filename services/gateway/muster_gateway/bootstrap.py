@@ -27,7 +27,7 @@ from muster_runtime.outbox import OutboxRelay
 from muster_runtime.service import make_broker
 from muster_runtime.settings import Settings
 
-from muster_gateway import rest, streams, ws
+from muster_gateway import rest, rest_sessions, streams, ws
 from muster_gateway.auth import Authenticator
 from muster_gateway.context import Gateway
 from muster_gateway.fanout import Hub
@@ -155,6 +155,7 @@ def build_app(settings: Settings, *, tokens: Mapping[str, str], kafka: bool = Tr
     app.state.metrics = metrics
     app.state.gateway = None
     app.include_router(rest.router)
+    app.include_router(rest_sessions.router)
     app.include_router(ws.router)
     rest.install_error_handlers(app)
 

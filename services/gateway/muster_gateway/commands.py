@@ -90,6 +90,8 @@ async def create_session(
             title=data.title,
             agent_type=data.agentType or "general",
             model_id=data.modelId,
+            permission_level=data.permissionLevel or "auto",
+            execution_mode=data.executionMode or "CLOUD",
         )
     ]
     message_id = uuid4() if data.content is not None else None

@@ -16,6 +16,8 @@ from muster_contracts import events as ev
 from muster_contracts.upcasting import UnknownEventType, load_event
 from pydantic import ValidationError
 
+from muster_gateway import tree_frames
+
 log = logging.getLogger("muster.gateway.frames")
 
 
@@ -160,7 +162,7 @@ def render(session_id: str, event: ev.DomainEvent) -> tuple[str, dict[str, Any]]
                 "messageIds": [str(m) for m in event.message_ids],
                 "reason": event.reason,
             }
-    return None
+    return tree_frames.render(session_id, event)
 
 
 def event_frame(

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError
 
@@ -45,11 +45,30 @@ class _Data(BaseModel):
     model_config = ConfigDict(strict=True, extra="forbid", frozen=True)
 
 
+PermissionLevel = Literal["auto", "ask", "read_only"]
+ExecutionMode = Literal["CLOUD", "LOCAL"]
+ContextMode = Literal["none", "summary", "fork"]
+
+
 class CreateSessionData(_Data):
     content: Content | None = None
     title: Title | None = None
     agentType: Text | None = None
     modelId: Text | None = None
+    permissionLevel: PermissionLevel | None = None
+    executionMode: ExecutionMode | None = None
+    clientMessageId: Text | None = None
+
+
+class CreateSideSessionData(_Data):
+    """A side task of the frame's `sessionId`; unnamed settings are the source's."""
+
+    content: Content
+    contextMode: ContextMode = "none"
+    forkFromMessageId: Text | None = None
+    title: Title | None = None
+    modelId: Text | None = None
+    permissionLevel: PermissionLevel | None = None
     clientMessageId: Text | None = None
 
 
@@ -88,6 +107,7 @@ class FrameSpec:
 FRAME_TYPES: dict[str, FrameSpec] = {
     "create_session": FrameSpec(CreateSessionData, needs_session=False),
     "send_message": FrameSpec(SendMessageData, needs_session=True),
+    "create_side_session": FrameSpec(CreateSideSessionData, needs_session=True),
     "cancel": FrameSpec(EmptyData, needs_session=True),
     "subscribe": FrameSpec(SubscribeData, needs_session=True),
     "unsubscribe": FrameSpec(EmptyData, needs_session=True),

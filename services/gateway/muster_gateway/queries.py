@@ -18,7 +18,10 @@ from muster_gateway.file_changes import changes_by_message, turn_summary
 from muster_gateway.frames import client_phase, client_status, iso, message_data
 
 _SESSION_COLUMNS = """session_id, title, session_type, parent_session_id, root_session_id,
-    phase, last_error, agent_type, model_id, created_at, updated_at"""
+    phase, last_error, agent_type, model_id, created_at, updated_at, permission_level,
+    execution_mode, context_mode, archived, session_type <> 'SUBAGENT'
+        AND coalesce(turn_ended_position, 0) > coalesce(read_position, 0) AS unread"""
+SESSION_COLUMNS = _SESSION_COLUMNS
 
 
 def parse_session_id(raw: str) -> UUID:
@@ -39,7 +42,8 @@ async def owned(
     """The session's row (`columns`) when `user_id` owns it; else not_found."""
     lock = " FOR UPDATE" if for_update else ""
     row = await conn.fetchrow(
-        f"SELECT {columns} FROM sessions WHERE session_id = $1 AND user_id = $2{lock}",
+        # A deleted session is gone for every request, as if it never existed.
+        f"SELECT {columns} FROM sessions WHERE session_id = $1 AND user_id = $2 AND NOT deleted{lock}",
         parse_session_id(raw_id),
         user_id,
     )
@@ -61,6 +65,11 @@ def session_resource(row: Any) -> dict[str, Any]:
         "phase": client_phase(row["phase"]),
         "agentType": row["agent_type"],
         "modelId": row["model_id"],
+        "permissionLevel": row["permission_level"],
+        "executionMode": row["execution_mode"],
+        "contextMode": row["context_mode"],
+        "archived": row["archived"],
+        "unread": row["unread"],
         "createdAt": iso(row["created_at"]),
         "updatedAt": iso(row["updated_at"]),
     }
@@ -74,14 +83,32 @@ async def get_session(pool: Pool, user_id: str, raw_id: str) -> dict[str, Any]:
 
 
 async def list_sessions(pool: Pool, user_id: str, session_type: str, limit: int) -> list[dict[str, Any]]:
+    # One statement: the page, and the tree signals of every session on it, computed by the
+    # same function as the live `session_tree_status`, so the two always agree.
     rows = await pool.fetch(
-        f"""SELECT {_SESSION_COLUMNS} FROM sessions WHERE user_id = $1 AND session_type = $2
-            ORDER BY created_at DESC, session_id DESC LIMIT $3""",
+        f"""WITH page AS (
+                SELECT {_SESSION_COLUMNS} FROM sessions
+                WHERE user_id = $1 AND session_type = $2 AND NOT deleted
+                ORDER BY created_at DESC, session_id DESC LIMIT $3)
+            SELECT page.*, t.tree_running, t.tree_unread, t.pending_approvals, t.pending_questions
+            FROM page
+            JOIN muster_tree_status(ARRAY(SELECT session_id FROM page)) t
+                ON t.root_session_id = page.session_id
+            ORDER BY created_at DESC, session_id DESC""",
         user_id,
         session_type,
         limit,
     )
-    return [session_resource(row) for row in rows]
+    return [{**session_resource(row), **tree_fields(row)} for row in rows]
+
+
+def tree_fields(row: Any) -> dict[str, Any]:
+    return {
+        "treeRunning": row["tree_running"],
+        "treeUnread": row["tree_unread"],
+        "pendingApprovals": row["pending_approvals"],
+        "pendingQuestions": row["pending_questions"],
+    }
 
 
 class _Seq(Protocol):

@@ -29,9 +29,20 @@ class Session(BaseModel):
     phase: str | None
     agentType: str
     modelId: str | None
+    permissionLevel: Literal["auto", "ask", "read_only"]
+    executionMode: Literal["CLOUD", "LOCAL"]
+    contextMode: Literal["none", "summary", "fork"] | None
+    archived: bool
+    unread: bool
     createdAt: str
     updatedAt: str
     error: str | None = None
+    # `GET /v1/sessions` only: the tree signals over this session's descendants, computed
+    # as `session_tree_status` is (migration 0010's `muster_tree_status`).
+    treeRunning: bool | None = None
+    treeUnread: bool | None = None
+    pendingApprovals: int | None = None
+    pendingQuestions: int | None = None
 
 
 class SessionList(BaseModel):

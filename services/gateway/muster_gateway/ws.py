@@ -19,7 +19,7 @@ from typing import Any
 from fastapi import APIRouter, WebSocket
 from starlette.websockets import WebSocketDisconnect
 
-from muster_gateway import commands, queries, streams
+from muster_gateway import commands, queries, side_sessions, streams
 from muster_gateway.auth import bearer_token
 from muster_gateway.context import Gateway, gateway_of
 from muster_gateway.errors import GatewayError, ws_frame
@@ -77,6 +77,13 @@ async def _create_session(gw: Gateway, client: Client, frame: Frame) -> None:
     gw.hub.subscribe(client, ack["sessionId"], Cursor(0, 0))  # all of its events, in order
 
 
+async def _create_side_session(gw: Gateway, client: Client, frame: Frame) -> None:
+    assert frame.session_id is not None
+    ack = await side_sessions.create_side_session(gw.pool, client.user_id, frame.session_id, frame.data)
+    client.reply("ack", frame.id, ack)
+    gw.hub.subscribe(client, ack["sessionId"], Cursor(0, 0))  # all of its events, in order
+
+
 async def _send_message(gw: Gateway, client: Client, frame: Frame) -> None:
     assert frame.session_id is not None
     ack = await commands.send_message(gw.pool, client.user_id, frame.session_id, frame.data)
@@ -117,6 +124,7 @@ async def _ping(gw: Gateway, client: Client, frame: Frame) -> None:
 HANDLERS: dict[str, Handler] = {
     "create_session": _create_session,
     "send_message": _send_message,
+    "create_side_session": _create_side_session,
     "cancel": _cancel,
     "subscribe": _subscribe,
     "unsubscribe": _unsubscribe,

@@ -19,7 +19,7 @@ from muster_runtime.service import Resources, make_broker, resources, subscribe_
 from muster_runtime.settings import Settings
 from pydantic import TypeAdapter
 
-from muster_recovery import handlers
+from muster_recovery import handlers, tree_status
 from muster_recovery.reconcile import housekeeping, reconcile_executions, reconcile_sessions
 
 log = logging.getLogger("muster.recovery")
@@ -50,6 +50,7 @@ async def reconcile_forever(pool: Pool, settings: Settings) -> None:
             await reconcile_executions(
                 pool, grace_s=settings.lease_ttl_s, cancel_grace_s=settings.cancel_grace_s
             )
+            await tree_status.reconcile(pool)
             if first:
                 # Reconciliation at start is done: what a crash left behind is re-issued.
                 log.info("recovery_ready instance=%s", settings.instance_id)
@@ -74,6 +75,8 @@ def build(settings: Settings) -> Recovery:
     async def dispatch(event: RecordedEvent) -> None:
         assert recovery.held is not None
         await handlers.on_event(event, recovery.held.uow)
+        # Any change that can move a tree's signals, wherever it is in the tree.
+        await tree_status.on_event(event, recovery.held.pool)
 
     subscribe_batch(
         broker,

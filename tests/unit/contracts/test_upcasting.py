@@ -5,7 +5,13 @@ from uuid import UUID
 
 import pytest
 from muster_contracts import upcasting
-from muster_contracts.events import EVENT_TYPES, DomainEvent, MessageRecorded, SessionPhaseChanged
+from muster_contracts.events import (
+    EVENT_TYPES,
+    DomainEvent,
+    MessageRecorded,
+    SessionCreated,
+    SessionPhaseChanged,
+)
 
 
 def test_current_version_loads_as_is() -> None:
@@ -41,6 +47,17 @@ def test_older_versions_are_upcast_step_by_step(monkeypatch: pytest.MonkeyPatch)
 def test_unknown_type_is_refused() -> None:
     with pytest.raises(upcasting.UnknownEventType):
         upcasting.load_event("NoSuchEvent", 1, {"id": str(UUID(int=1))})
+
+
+def test_session_created_v1_gets_the_v2_defaults() -> None:
+    sid = str(UUID(int=10))
+    event = upcasting.load_event(
+        "SessionCreated", 1, {"session_id": sid, "user_id": "alice", "root_session_id": sid, "title": "t"}
+    )
+    assert isinstance(event, SessionCreated) and event.schema_version == 2
+    assert (event.permission_level, event.execution_mode, event.context_mode, event.background) == (
+        "auto", "CLOUD", None, None
+    )
 
 
 def test_a_v1_message_reads_as_v2_without_a_source_session() -> None:
