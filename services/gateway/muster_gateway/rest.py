@@ -20,6 +20,7 @@ from muster_gateway.validation import describe_errors
 log = logging.getLogger("muster.gateway.rest")
 
 router = APIRouter()
+UNAUTHORIZED = "missing or invalid bearer token"
 _ERRORS: dict[int | str, dict[str, Any]] = {
     status: {"model": schemas.ErrorBody} for status in (400, 401, 404, 500)
 }
@@ -29,10 +30,18 @@ def _gateway(request: Request) -> Gateway:
     return gateway_of(request.app)
 
 
+def _user_or_none(request: Request) -> str | None:
+    return gateway_of(request.app).auth.user_for(bearer_token(request.headers.get("authorization")))
+
+
+def _anonymous_api_call(request: Request) -> bool:
+    return request.url.path.startswith("/v1/") and _user_or_none(request) is None
+
+
 def _user(request: Request) -> str:
-    user = gateway_of(request.app).auth.user_for(bearer_token(request.headers.get("authorization")))
+    user = _user_or_none(request)
     if user is None:
-        raise GatewayError("unauthorized", "missing or invalid bearer token")
+        raise GatewayError("unauthorized", UNAUTHORIZED)
     return user
 
 
@@ -153,11 +162,18 @@ def install_error_handlers(app: FastAPI) -> None:
 
     async def validation_error(request: Request, exc: Exception) -> Response:
         assert isinstance(exc, RequestValidationError)
+        # A body is parsed before the route's dependencies run: without a valid token the
+        # answer is still `unauthorized`, whatever the body (nothing about it is revealed).
+        if _anonymous_api_call(request):
+            return await gateway_error(request, GatewayError("unauthorized", UNAUTHORIZED))
         _count(request, "bad_request")
         return _error("bad_request", describe_errors(exc.errors(), skip=1), 400)
 
     async def http_error(request: Request, exc: Exception) -> Response:
         assert isinstance(exc, HTTPException)
+        if exc.status_code in (400, 422) and _anonymous_api_call(request):
+            # A body that cannot even be read: still `unauthorized` first (see above).
+            return await gateway_error(request, GatewayError("unauthorized", UNAUTHORIZED))
         code = {401: "unauthorized", 404: "not_found"}.get(exc.status_code)
         code = code or ("internal" if exc.status_code >= 500 else "bad_request")
         _count(request, code)

@@ -221,3 +221,16 @@ def test_health_metrics_and_specs_need_no_token(client: TestClient) -> None:
     assert 'muster_gateway_frames_total{type="ping"}' in metrics
     assert "/v1/sessions/{session_id}/messages" in client.get("/openapi.json").json()["paths"]
     assert client.get("/asyncapi.json").json()["asyncapi"].startswith("3.")
+
+
+def test_a_request_without_a_valid_token_is_unauthorized_whatever_its_body(client: TestClient) -> None:
+    """Found by the REST fuzzer: a body is parsed before the route's dependencies, so a
+    malformed body with a garbage token answered bad_request instead of unauthorized."""
+    for headers in ({"Authorization": "Bearer garbage"}, {}):
+        answer = client.patch("/v1/sessions/b4716549-ea75-4843-8a41-74396d357fdc", content=b"{not json",
+                              headers={**headers, "Content-Type": "application/json"})
+        assert answer.status_code == 401, answer.text
+        assert answer.json()["error"]["code"] == "unauthorized"
+    with_token = client.patch("/v1/sessions/b4716549-ea75-4843-8a41-74396d357fdc", content=b"{not json",
+                              headers={**ALICE, "Content-Type": "application/json"})
+    assert with_token.status_code == 400 and with_token.json()["error"]["code"] == "bad_request"
