@@ -139,3 +139,51 @@ async def test_compaction_on_request_is_refused_while_running_and_done_when_idle
             assert other.status_code == 404
     finally:
         await client.close()
+
+
+async def test_a_harness_killed_during_a_compaction_leaves_one_whole_compaction(launch: Launch) -> None:
+    """The summarisation takes 3 s; the harness is SIGKILLed in it. Recovery resumes the
+    turn, which compacts again: each boundary is recorded once, the turn completes, and
+    what the model is sent next is valid (every tool result follows its call)."""
+    cluster = launch(MUSTER_CONTEXT_TOKENS=str(BUDGET), MUSTER_SCRIPT_SUMMARY_DELAY_MS="3000",
+                     MUSTER_LEASE_TTL_S="3", MUSTER_RECONCILE_INTERVAL_S="0.5")
+    client = await Client.connect(cluster.ws_url, cluster.tokens["alice"])
+    rest = Rest(cluster.gateway_url, cluster.tokens["alice"])
+    try:
+        def turn(i: int) -> str:
+            write = call("write_file", path=f"t{i}.txt", content="x" * 100)
+            return script({"tool_calls": [write]}, {"content": f"turn {i} " + "lorem ipsum " * 20})
+
+        session_id = await client.run_turn(turn(0))
+        killed = False
+        for i in range(1, 30):
+            mark = cluster.mark()
+            await client.ack("send_message", session_id, {"content": turn(i)})
+            def compacting(mark: int = mark) -> bool:
+                return any("compaction_started" in line for line in cluster.lines[mark:])
+
+            def ended(turns: int = i + 1) -> bool:
+                return sum(p == "COMPLETED" for p in client.phases(session_id)) >= turns
+
+            await client.wait_for(lambda: compacting() or ended(), timeout=60)
+            if compacting():
+                old = cluster.kill("harness")  # in the middle of the 3 s summarisation
+                cluster.wait_restarted("harness", old)
+                killed = True
+                await client.wait_phase(session_id, ("COMPLETED",), count=i + 1, timeout=90)
+                break
+        assert killed, "no compaction started"
+        done = compactions(client, session_id)
+        assert len(done) == len({c["boundaryMessageId"] for c in done}) >= 1  # each boundary once
+        history = await rest.messages(session_id)
+        assert sum(m["role"] == "USER" for m in history) == i + 1  # nothing lost, nothing hidden
+        context = await rest.json(f"/v1/sessions/{session_id}/context")
+        calls: set[str] = set()
+        for message in context["messages"]:
+            calls |= {c["id"] for c in message.get("tool_calls", [])}
+            if message["role"] == "tool":
+                assert message["tool_call_id"] in calls
+    finally:
+        await client.close()
+        await rest.close()
+        cluster.stop()

@@ -302,3 +302,28 @@ async def test_a_one_megabyte_file_keeps_the_event_small_and_the_diff_served(
     assert item["before"] == big and item["after"] == big.replace("line 005000 ", "LINE 005000 ")
     stored = await db.fetchval("SELECT count(*) FROM blobs WHERE size >= 1000000")
     assert stored >= 2
+
+
+async def test_a_path_created_at_any_point_of_the_turn_is_created_in_its_summary(
+    alice: Client, alice_rest: Rest
+) -> None:
+    """The turn deletes a file an earlier turn made, then writes it again: CREATED, as it
+    was created in this turn (DESIGN §4), not MODIFIED; one only deleted stays DELETED."""
+    session_id = await alice.run_turn(script(
+        {"tool_calls": [call("write_file", path="again.txt", content="one\n"),
+                        call("write_file", path="gone.txt", content="bye\n")]},
+        {"content": "made"},
+    ))
+    await alice.ack("send_message", session_id, {"content": script(
+        {"tool_calls": [call("delete_file", path="again.txt"), call("delete_file", path="gone.txt")]},
+        {"tool_calls": [call("write_file", path="again.txt", content="two\n")]},
+        {"content": "remade"},
+    )})
+    await alice.wait_phase(session_id, ("COMPLETED",), count=2)
+    history = await alice_rest.messages(session_id)
+    second_turn = [m for m in history if m["role"] == "USER"][1]
+    items = {i["path"]: i for i in await summary(alice_rest, session_id, second_turn["messageId"])}
+    assert (items["again.txt"]["changeType"], items["again.txt"]["before"], items["again.txt"]["after"]) == (
+        "CREATED", "one\n", "two\n")
+    assert items["gone.txt"]["changeType"] == "DELETED"
+    assert all(s["agentType"] is None for i in items.values() for s in i["sources"])

@@ -115,6 +115,7 @@ async def compact(
         tools=[],
         purpose="summary",
     )
+    log.info("compaction_started session=%s messages=%d", state.session_id, len(folded))
     try:
         reply = await model.complete(request)
     except ModelError as exc:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+
 from muster_agent.models.base import (
     ModelError,
     ModelProvider,
@@ -28,7 +30,7 @@ def build_model(name: str) -> ModelProvider:
     """The provider selected by MUSTER_MODEL ("script" or "openai")."""
     kind = name.strip().lower()
     if kind == "script":
-        return ScriptedModel()
+        return ScriptedModel(float(os.environ.get("MUSTER_SCRIPT_SUMMARY_DELAY_MS", "0") or 0))
     if kind == "openai":
         # Imported here so processes on the scripted model never load the OpenAI SDK.
         from muster_agent.models.openai_provider import OpenAIModel

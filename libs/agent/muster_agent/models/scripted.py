@@ -82,9 +82,16 @@ def _parse_step(index: int, raw: Any) -> _Step:
 
 
 class ScriptedModel:
+    def __init__(self, summary_delay_ms: float = 0.0) -> None:
+        # How long a summarisation takes (MUSTER_SCRIPT_SUMMARY_DELAY_MS), so tests can
+        # stop a process in the middle of a compaction.
+        self._summary_delay_s = summary_delay_ms / 1000
+
     async def complete(self, request: ModelRequest) -> ModelReply:
         messages = request.messages
         if request.purpose == "summary":
+            if self._summary_delay_s:
+                await asyncio.sleep(self._summary_delay_s)
             return _summary(messages)
         user_index = next(
             (i for i in range(len(messages) - 1, -1, -1) if messages[i].get("role") == "user"),
