@@ -8,7 +8,7 @@ VENV := .venv
 # Never download an interpreter: the project runs on the machine's own Python.
 export UV_PYTHON_DOWNLOADS := never
 
-.PHONY: install run test lint bench docs clean rebuild rebuild-check chaos
+.PHONY: install run test lint bench docs clean rebuild rebuild-check chaos fuzz engine images compose-test
 
 .tools/bin/uv:
 	$(PYTHON) -m venv .tools
@@ -22,6 +22,24 @@ run: install
 
 test: install
 	$(VENV)/bin/pytest -q
+
+# Hostile input at scale: schemathesis over /openapi.json and hypothesis over WebSocket
+# frames, each >= 10,000 tries against a running system; prints the counts and violations.
+fuzz: install
+	MUSTER_FUZZ=full $(VENV)/bin/pytest -q -s -m fuzz --timeout=3600 tests/e2e
+
+# A Docker engine (installed and started when none answers; deploy/engine.sh).
+engine:
+	bash deploy/engine.sh
+
+# The local stand-ins for python:3.11-slim, postgres:16 and apache/kafka (no registry needed).
+images: engine
+	bash deploy/images/build.sh
+
+# The compose stack on the stand-ins: a delegating turn through the published gateway port,
+# the worker container restarted mid-turn, everything torn down (volumes included).
+compose-test: install images
+	$(VENV)/bin/python deploy/compose_test.py
 
 lint: install
 	$(VENV)/bin/ruff check .

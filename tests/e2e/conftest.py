@@ -26,6 +26,7 @@ import pytest
 # Per-test clients (alice, bob, alice_rest, bob_rest) live in clients.py; importing them
 # here registers them as fixtures for every e2e test module.
 from .clients import alice, alice_rest, bob, bob_rest  # noqa: F401
+from .fuzz_support import pytest_terminal_summary, stable_services  # noqa: F401
 from .recovery_support import rclient, rcluster, rrest  # noqa: F401
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -19,6 +19,7 @@ class AgentDefinition:
     model: str
     tools: tuple[str, ...]
     max_rounds: int
+    context_tokens: int | None = None  # the model's context budget; None: MUSTER_CONTEXT_TOKENS
 
     def tools_for(self, session_type: str) -> tuple[str, ...]:
         if session_type == "SUBAGENT":
@@ -58,4 +59,5 @@ def _parse(name: str, spec: dict[str, Any]) -> AgentDefinition:
         model=str(spec.get("model", "default")),
         tools=tuple(t for t in spec.get("tools", []) if t not in denied),
         max_rounds=int(spec.get("max_rounds", 50)),
+        context_tokens=int(spec["context_tokens"]) if "context_tokens" in spec else None,
     )

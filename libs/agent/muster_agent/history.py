@@ -16,6 +16,7 @@ class StoredMessage:
     content: str
     tool_calls: list[dict[str, Any]] | None
     tool_call_id: str | None
+    usage: dict[str, int] | None = None  # ASSISTANT messages: what their model call reported
 
 
 def to_chat(messages: list[StoredMessage]) -> list[dict[str, Any]]:

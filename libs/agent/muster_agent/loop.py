@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Awaitable, Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 from uuid import UUID, uuid4
@@ -23,8 +23,9 @@ from muster_runtime.unit_of_work import AbstractUnitOfWork, UnitOfWorkFactory
 
 from muster_agent import session_store as store
 from muster_agent.agents import AgentRegistry, UnknownAgentType
-from muster_agent.context import model_messages
+from muster_agent.compaction import Budget, compact, request_tokens
 from muster_agent.history import StoredMessage, incomplete_tail, pending_tool_calls, turn_finished
+from muster_agent.model_context import model_messages
 from muster_agent.models.base import ModelError, ModelProvider, ModelReply, ModelRequest
 from muster_agent.session_store import SessionState
 from muster_agent.tool_round import run_local_calls
@@ -52,6 +53,7 @@ class LoopDeps:
     workspaces: Path
     delegation: ToolHook | None = None
     on_close: CloseHook | None = None
+    budget: Budget = field(default_factory=Budget)
 
 
 class StepOutcome:
@@ -113,11 +115,20 @@ async def step(deps: LoopDeps, state: SessionState | None) -> Step:
     rounds = _rounds_this_turn(state)
     if rounds >= agent.max_rounds:
         return await _close_turn(deps, state, [], failure=f"max rounds ({agent.max_rounds}) exceeded")
+    messages = model_messages(agent, state)
+    limit = deps.budget.limit(agent)
+    if request_tokens(state, messages) > limit:
+        # Compaction is part of the turn: one conditional record, or nothing.
+        tried, compacted = await compact(deps.model, deps.uows, state, agent, keep_tokens=limit // 2)
+        if compacted is None:
+            return StepOutcome.CONTINUE, None  # the session moved meanwhile: look again
+        if tried:
+            state, messages = compacted, model_messages(agent, compacted)
     tools = agent.tools_for(state.session_type)
     request = ModelRequest(
         session_id=str(state.session_id),
         model=state.model_id or agent.model,
-        messages=model_messages(agent, state),
+        messages=messages,
         tools=tool_schemas(tools),
     )
     try:

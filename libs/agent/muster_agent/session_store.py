@@ -38,9 +38,10 @@ class SessionState:
     # Loaded from the store (a crash may have left a tail to discard), rather than carried
     # forward by this runner from its own records (`advance`), which leave none.
     loaded: bool = True
-    # `messages` in the model's chat form, extended record by record (`advance`) instead of
-    # converted again at every step.
+    # The messages after the compaction boundary in the model's chat form, extended record
+    # by record (`advance`) instead of converted again at every step.
     chat: tuple[dict[str, Any], ...] = ()
+    compaction: Compaction | None = None
     # A summary side task's background (role, content), for its system prompt (`context`).
     background: tuple[tuple[str, str], ...] | None = None
     workspace_id: UUID | None = None  # the tree's workspace (None: the root's)
@@ -50,6 +51,30 @@ class SessionState:
     @property
     def running(self) -> bool:
         return self.phase in RUNNING_PHASES
+
+
+@dataclass(frozen=True)
+class Compaction:
+    """The session's latest compaction: the model sees `summary` instead of the messages
+    up to `boundary_seq`. Usage reported by messages up to `at_seq` predates it."""
+
+    boundary_seq: int
+    summary: str
+    at_seq: int
+
+    @classmethod
+    def of(cls, row: Mapping[str, Any] | None) -> Compaction | None:
+        if row is None:
+            return None
+        return cls(int(row["boundary_seq"]), str(row["summary"]), int(row["at_seq"]))
+
+
+def context_chat(
+    messages: Sequence[StoredMessage], compaction: Compaction | None
+) -> tuple[dict[str, Any], ...]:
+    """The chat form of what the model sees of `messages`: those after the boundary."""
+    boundary = compaction.boundary_seq if compaction is not None else 0
+    return tuple(to_chat([m for m in messages if m.seq > boundary]))
 
 
 class Recorded(NamedTuple):
@@ -68,11 +93,13 @@ def advance(state: SessionState, version: int, events: Sequence[ev.DomainEvent])
     phase = state.phase
     count = state.message_count
     chat = state.chat
+    compaction = state.compaction
     for event in events:
         if isinstance(event, ev.MessageRecorded):
             calls = [call.model_dump(mode="json") for call in event.tool_calls] if event.tool_calls else None
+            usage = event.usage.model_dump() if event.usage is not None else None
             message = StoredMessage(
-                event.message_id, event.seq, event.role, event.content, calls, event.tool_call_id
+                event.message_id, event.seq, event.role, event.content, calls, event.tool_call_id, usage
             )
             messages = [*messages, message]
             chat = (*chat, *to_chat([message]))
@@ -84,7 +111,10 @@ def advance(state: SessionState, version: int, events: Sequence[ev.DomainEvent])
         elif isinstance(event, ev.MessagesDiscarded):
             gone = set(event.message_ids)
             messages = [m for m in messages if m.message_id not in gone]
-            chat = tuple(to_chat(messages))
+            chat = context_chat(messages, compaction)
+        elif isinstance(event, ev.CompactionRecorded):
+            compaction = Compaction(event.boundary_seq, event.summary, event.at_seq)
+            chat = context_chat(messages, compaction)
     return replace(
         state,
         messages=messages,
@@ -94,6 +124,7 @@ def advance(state: SessionState, version: int, events: Sequence[ev.DomainEvent])
         version=version + len(events),
         loaded=False,
         chat=chat,
+        compaction=compaction,
     )
 
 
@@ -102,9 +133,18 @@ def snapshot_state(snapshot: SessionSnapshot | None) -> SessionState | None:
         return None
     row = snapshot.row
     messages = [
-        StoredMessage(m["message_id"], m["seq"], m["role"], m["content"], m["tool_calls"], m["tool_call_id"])
+        StoredMessage(
+            m["message_id"],
+            m["seq"],
+            m["role"],
+            m["content"],
+            m["tool_calls"],
+            m["tool_call_id"],
+            m.get("usage"),
+        )
         for m in snapshot.messages
     ]
+    compaction = Compaction.of(snapshot.compaction)
     return SessionState(
         session_id=row["session_id"],
         user_id=row["user_id"],
@@ -118,8 +158,9 @@ def snapshot_state(snapshot: SessionSnapshot | None) -> SessionState | None:
         message_count=row["message_count"],
         messages=messages,
         started_tool_calls=snapshot.started_tool_calls,
-        chat=tuple(to_chat(messages)),
-        # Projected by migration 0010 (the in-memory unit of work's rows may lack them).
+        chat=context_chat(messages, compaction),
+        compaction=compaction,
+        # Projected by migration 0011 (the in-memory unit of work's rows may lack them).
         background=_background(row.get("background")),
         workspace_id=row.get("workspace_id"),
         permission_level=row.get("permission_level") or "auto",
@@ -182,6 +223,20 @@ async def record_if_current(
     if recorded.outcome != "current" or recorded.base_version is None:
         return None
     return advance(replace(state, phase=recorded.phase), recorded.base_version, events)
+
+
+async def record_if_idle(
+    uows: UnitOfWorkFactory, state: SessionState, events: Sequence[ev.DomainEvent]
+) -> SessionState | None:
+    """Append `events` only if no turn runs and nobody recorded a message since the caller
+    looked (`state`): what a compaction on request records. None: drop your result."""
+    async with uows() as uow:
+        row = await uow.lock_session(state.session_id)
+        idle = row is not None and row["phase"] not in (*RUNNING_PHASES, "CANCELLING")
+        if row is None or not idle or row["message_count"] != state.message_count:
+            return None
+        await uow.append(str(state.session_id), events, expected_version=row["version"])
+    return advance(replace(state, phase=row["phase"]), row["version"], events)
 
 
 MessageAt = Callable[[int], ev.MessageRecorded]

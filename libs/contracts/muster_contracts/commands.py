@@ -38,6 +38,14 @@ class ResumeSession(Envelope):
     after_message_id: UUID | None = None
 
 
+class CompactSession(Envelope):
+    """Compact an idle session now (`POST /v1/sessions/{id}/compact`): every turn but the
+    latest is summarised. Does nothing if a turn started meanwhile."""
+
+    type: Literal["CompactSession"] = "CompactSession"
+    session_id: UUID
+
+
 class RunExecution(Envelope):
     """Run (or resume) one subagent execution on its child session."""
 
@@ -55,7 +63,8 @@ class CancelExecution(Envelope):
     child_session_id: UUID
 
 
-SessionCommand = Annotated[ProcessSession | CancelSession | ResumeSession, Field(discriminator="type")]
-SESSION_COMMANDS: TypeAdapter[ProcessSession | CancelSession | ResumeSession] = TypeAdapter(SessionCommand)
+AnySessionCommand = ProcessSession | CancelSession | ResumeSession | CompactSession
+SessionCommand = Annotated[AnySessionCommand, Field(discriminator="type")]
+SESSION_COMMANDS: TypeAdapter[AnySessionCommand] = TypeAdapter(SessionCommand)
 DelegationCommand = Annotated[RunExecution | CancelExecution, Field(discriminator="type")]
 DELEGATION_COMMANDS: TypeAdapter[RunExecution | CancelExecution] = TypeAdapter(DelegationCommand)

@@ -226,6 +226,22 @@ class FileChanged(DomainEvent):
     note: str | None = None
 
 
+class CompactionRecorded(DomainEvent):
+    """The session's messages up to `boundary_seq` (`boundary_message_id`) are summarised
+    by `summary`: from now on the model sees the summary and the messages after the
+    boundary. Messages stay stored; only the model's context shrinks. `at_seq` is the
+    session's message count when it was recorded (usage reported before it is stale)."""
+
+    type: Literal["CompactionRecorded"] = "CompactionRecorded"
+    boundary_message_id: UUID
+    boundary_seq: int
+    summary: str
+    messages_compacted: int
+    tokens_before: int
+    tokens_after: int
+    at_seq: int
+
+
 # Defined in their own module, which needs the base classes above.
 from muster_contracts.session_events import (  # noqa: E402
     SESSION_EVENTS,
@@ -255,6 +271,7 @@ AnyEvent = Annotated[
     | SubagentSessionCreated
     | ExecutionStatusChanged
     | FileChanged
+    | CompactionRecorded
     | SideSessionCreated
     | SessionForked
     | SessionSettingsChanged
@@ -284,6 +301,7 @@ EVENT_TYPES: dict[str, type[DomainEvent]] = {
         SubagentSessionCreated,
         ExecutionStatusChanged,
         FileChanged,
+        CompactionRecorded,
         *SESSION_EVENTS,
     )
 }

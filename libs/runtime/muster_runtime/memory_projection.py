@@ -22,6 +22,19 @@ class Tables:
     tool_runs: set[tuple[UUID, str]] = field(default_factory=set)
     executions: dict[UUID, Row] = field(default_factory=dict)
     inputs: dict[UUID, Row] = field(default_factory=dict)
+    compactions: dict[UUID, Row] = field(default_factory=dict)
+
+    def copy(self) -> Tables:
+        """A copy a transaction may change: rows are copied, their values are not (the
+        projection replaces values, it never mutates them in place)."""
+        return Tables(
+            sessions={k: dict(v) for k, v in self.sessions.items()},
+            messages={k: dict(v) for k, v in self.messages.items()},
+            tool_runs=set(self.tool_runs),
+            executions={k: dict(v) for k, v in self.executions.items()},
+            inputs={k: dict(v) for k, v in self.inputs.items()},
+            compactions={k: dict(v) for k, v in self.compactions.items()},
+        )
 
 
 def project(tables: Tables, stored: StoredEvent) -> None:
@@ -64,6 +77,12 @@ def project(tables: Tables, stored: StoredEvent) -> None:
                 tables.messages[message_id]["discarded"] = True
     elif isinstance(event, ev.ToolCallStarted):
         tables.tool_runs.add((session_id, event.tool_call_id))
+    elif isinstance(event, ev.CompactionRecorded):
+        tables.compactions[session_id] = {
+            **event.model_dump(mode="json", exclude={"type", "schema_version"}),
+            "session_id": str(session_id),
+            "position": stored.position,
+        }
     _touch_session(tables, session_id, stored)
 
 

@@ -11,7 +11,6 @@ version still loses); so `lock_session(nowait=True)` never finds a row busy.
 from __future__ import annotations
 
 import asyncio
-import copy
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
@@ -36,6 +35,17 @@ class MemoryState:
     blobs: dict[str, str] = field(default_factory=dict)
     leases: dict[str, tuple[str, datetime]] = field(default_factory=dict)
     position: int = 0
+
+    def copy(self) -> MemoryState:
+        """What a transaction works on (stored events are immutable, so lists are enough)."""
+        return MemoryState(
+            streams={k: list(v) for k, v in self.streams.items()},
+            tables=self.tables.copy(),
+            processed=set(self.processed),
+            blobs=dict(self.blobs),
+            leases=dict(self.leases),
+            position=self.position,
+        )
 
 
 @dataclass
@@ -62,7 +72,7 @@ class InMemoryUnitOfWork(AbstractUnitOfWork):
 
     async def _begin(self) -> None:
         await self._store.lock.acquire()
-        self._work = copy.deepcopy(self._store.state)
+        self._work = self._store.state.copy()
         self._sending = []
 
     async def _commit(self) -> None:
@@ -152,12 +162,11 @@ class InMemoryUnitOfWork(AbstractUnitOfWork):
             ),
             key=lambda m: m["seq"],
         )
-        messages = [
-            {k: m[k] for k in ("message_id", "seq", "role", "content", "tool_calls", "tool_call_id")}
-            for m in history
-        ]
+        fields = ("message_id", "seq", "role", "content", "tool_calls", "tool_call_id", "usage")
+        messages = [{k: m[k] for k in fields} for m in history]
         started = frozenset(call for sid, call in self._tables.tool_runs if sid == session_id)
-        return SessionSnapshot(dict(row), copy.deepcopy(messages), started)
+        compaction = self._tables.compactions.get(session_id)
+        return SessionSnapshot(dict(row), messages, started, dict(compaction) if compaction else None)
 
     async def read_stream(self, stream_id: str) -> list[StoredEvent]:
         return list(self._work.streams.get(stream_id, []))

@@ -7,14 +7,17 @@ from uuid import UUID
 
 from muster_runtime.unit_of_work import SessionSnapshot
 
-# One round trip: the session's row, its visible history and its started tool calls.
+# One round trip: the session's row, its visible history, its started tool calls and its
+# latest compaction.
 LOAD_STATE = """
 SELECT s.*,
     (SELECT json_agg(json_build_object('message_id', m.message_id, 'seq', m.seq, 'role', m.role,
-                'content', m.content, 'tool_calls', m.tool_calls, 'tool_call_id', m.tool_call_id)
+                'content', m.content, 'tool_calls', m.tool_calls, 'tool_call_id', m.tool_call_id,
+                'usage', m.usage)
             ORDER BY m.seq)
      FROM messages m WHERE m.session_id = s.session_id AND NOT m.discarded) AS history,
-    (SELECT array_agg(t.tool_call_id) FROM tool_runs t WHERE t.session_id = s.session_id) AS started
+    (SELECT array_agg(t.tool_call_id) FROM tool_runs t WHERE t.session_id = s.session_id) AS started,
+    (SELECT row_to_json(c) FROM compactions c WHERE c.session_id = s.session_id) AS compaction
 FROM sessions s WHERE s.session_id = $1
 """
 
@@ -41,5 +44,6 @@ def snapshot(row: Any) -> SessionSnapshot | None:
     fields = dict(row)
     history = fields.pop("history") or []
     started = fields.pop("started") or ()
+    compaction = fields.pop("compaction")
     messages = [{**m, "message_id": UUID(m["message_id"])} for m in history]
-    return SessionSnapshot(fields, messages, frozenset(started))
+    return SessionSnapshot(fields, messages, frozenset(started), compaction)

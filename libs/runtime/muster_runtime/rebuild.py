@@ -25,7 +25,15 @@ import asyncpg
 from muster_runtime.db import Connection
 
 # The read models `muster_project` writes; all of them disposable.
-PROJECTION_TABLES = ("sessions", "messages", "session_inputs", "tool_runs", "executions", "file_changes")
+PROJECTION_TABLES = (
+    "sessions",
+    "messages",
+    "session_inputs",
+    "tool_runs",
+    "executions",
+    "file_changes",
+    "compactions",
+)
 
 LOCK_TIMEOUT_MS = 200
 SAMPLE_KEYS = 5

@@ -42,6 +42,10 @@ class Settings:
     reconcile_interval_s: float = 2.0
     execution_timeout_s: float = 3600.0
     cancel_grace_s: float = 30.0
+    # A session's model context budget (an agent definition may set its own) and the share
+    # of it past which the oldest turns are compacted before a model call.
+    context_tokens: int = 128_000
+    compaction_threshold: float = 0.8
     instance_id: str = field(default_factory=lambda: f"{os.uname().nodename}-{os.getpid()}")
 
     @property
@@ -69,9 +73,18 @@ class Settings:
             reconcile_interval_s=float(os.environ.get("MUSTER_RECONCILE_INTERVAL_S", "2")),
             execution_timeout_s=float(os.environ.get("MUSTER_EXECUTION_TIMEOUT_S", "3600")),
             cancel_grace_s=float(os.environ.get("MUSTER_CANCEL_GRACE_S", "30")),
+            context_tokens=_int("MUSTER_CONTEXT_TOKENS", 128_000),
+            compaction_threshold=_fraction("MUSTER_COMPACTION_THRESHOLD", 0.8),
             **(
                 {"instance_id": os.environ["MUSTER_INSTANCE_ID"]}
                 if os.environ.get("MUSTER_INSTANCE_ID")
                 else {}
             ),
         )
+
+
+def _fraction(name: str, default: float) -> float:
+    value = float(os.environ.get(name, str(default)))
+    if not 0 < value <= 1:
+        raise ValueError(f"{name} must be in (0, 1], got {value}")
+    return value

@@ -41,12 +41,13 @@ class SessionBusy(Exception):
 
 @dataclass(frozen=True)
 class SessionSnapshot:
-    """A session's row with its visible history (not discarded, by seq) and the ids of the
-    tool calls whose start was recorded."""
+    """A session's row with its visible history (not discarded, by seq), the ids of the
+    tool calls whose start was recorded, and its latest compaction (`compactions` row)."""
 
     row: Row
     messages: list[Row]
     started_tool_calls: frozenset[str]
+    compaction: Row | None = None
 
 
 class AbstractUnitOfWork(abc.ABC):

@@ -18,7 +18,7 @@ from typing import Any, TypeVar
 from uuid import UUID, uuid4
 
 import asyncpg
-from muster_contracts.commands import CancelSession, ProcessSession
+from muster_contracts.commands import CancelSession, CompactSession, ProcessSession
 from muster_contracts.events import (
     DomainEvent,
     QueuedMessagesDropped,
@@ -218,3 +218,15 @@ async def cancel(pool: Pool, user_id: str, raw_id: str) -> dict[str, Any]:
         return {}
 
     return await _retrying(decide)
+
+
+async def request_compaction(pool: Pool, user_id: str, raw_id: str) -> dict[str, Any]:
+    """Ask the harness to compact an idle session now (`conflict` while a turn runs: a
+    running turn compacts itself when its context needs it)."""
+    async with PostgresUnitOfWork(pool) as uow:
+        row = await _lock(await uow.connection(), user_id, raw_id)
+        if row["phase"] in ACTIVE_PHASES:
+            raise GatewayError("conflict", "the session is running; compact it once its turn has ended")
+        command = CompactSession(session_id=row["session_id"])
+        await uow.send(topics.COMMANDS, str(row["session_id"]), command)
+    return {"accepted": True, "commandId": str(command.message_id)}

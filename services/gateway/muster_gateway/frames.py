@@ -146,6 +146,15 @@ def render(session_id: str, event: ev.DomainEvent) -> tuple[str, dict[str, Any]]
                 # A main session's own changes have no agent type to show (DESIGN §4).
                 "sourceAgentType": event.agent_type if event.session_type == "SUBAGENT" else None,
             }
+        case ev.CompactionRecorded():
+            return "compaction_recorded", {
+                "boundaryMessageId": str(event.boundary_message_id),
+                "boundarySeq": event.boundary_seq,
+                "summary": event.summary,
+                "messagesCompacted": event.messages_compacted,
+                "tokensBefore": event.tokens_before,
+                "tokensAfter": event.tokens_after,
+            }
         case ev.QueuedMessagesDropped():
             # Not in the brief's list, but a client that showed `message_queued` needs to
             # learn that those messages will never run.

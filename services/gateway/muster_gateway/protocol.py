@@ -77,8 +77,13 @@ class SendMessageData(_Data):
     clientMessageId: Text | None = None
 
 
+# Event positions are PostgreSQL bigints: a larger afterPosition is bad input, not a query
+# that overflows into `internal` (found by the WebSocket fuzzer).
+MAX_POSITION = 2**63 - 1
+
+
 class SubscribeData(_Data):
-    afterPosition: Annotated[int, Field(ge=0)] | None = None
+    afterPosition: Annotated[int, Field(ge=0, le=MAX_POSITION)] | None = None
 
 
 class EmptyData(_Data):

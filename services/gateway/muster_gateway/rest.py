@@ -11,7 +11,7 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, Response
 from starlette.exceptions import HTTPException
 
-from muster_gateway import queries, schemas, streams
+from muster_gateway import commands, queries, schemas, streams
 from muster_gateway.auth import bearer_token
 from muster_gateway.context import Gateway, gateway_of
 from muster_gateway.errors import GatewayError, rest_body
@@ -116,6 +116,19 @@ async def list_executions(
     """Executions this session delegated (`parent`, oldest first) or ran as the child
     session of (`child`, one per delegate / follow-up round)."""
     return {"items": await queries.list_executions(gw.pool, user, session_id, role)}
+
+
+@router.post(
+    "/v1/sessions/{session_id}/compact",
+    status_code=202,
+    response_model=schemas.CompactionAccepted,
+    responses={**_ERRORS, 409: {"model": schemas.ErrorBody}},
+)
+async def compact_session(gw: GW, user: User, session_id: str) -> dict[str, Any]:
+    """Compact an idle session now: every turn but the latest is summarised by the
+    session's model (`compaction_recorded` follows on its stream). `conflict` while a turn
+    runs; messages stay stored, only the model's context shrinks."""
+    return await commands.request_compaction(gw.pool, user, session_id)
 
 
 @router.get("/healthz", response_model=schemas.Health, responses={503: {"model": schemas.Health}})

@@ -129,6 +129,17 @@ async def _fork(conn: Connection, source: Any, raw_message_id: str | None) -> Se
         source_id,
         cut,
     )
+    # The compaction in force at the cut: the newest whose boundary the copy includes.
+    compaction = await conn.fetchval(
+        """SELECT position FROM events
+           WHERE stream_id = $1 AND type = 'CompactionRecorded' AND (payload->>'boundary_seq')::int <= $2
+           ORDER BY position DESC LIMIT 1""",
+        str(source_id),
+        cut,
+    )
     return SessionForked(
-        source_session_id=source_id, up_to_seq=cut, skipped_message_ids=[r["message_id"] for r in skipped]
+        source_session_id=source_id,
+        up_to_seq=cut,
+        skipped_message_ids=[r["message_id"] for r in skipped],
+        compaction_position=compaction,
     )

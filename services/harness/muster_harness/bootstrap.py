@@ -9,11 +9,12 @@ from dataclasses import dataclass
 from faststream import FastStream
 from faststream.kafka import KafkaBroker
 from muster_agent.agents import AgentRegistry
+from muster_agent.compaction import Budget
 from muster_agent.delegation import Delegator
 from muster_agent.loop import LoopDeps
 from muster_agent.models import build_model
 from muster_agent.runners import Runners
-from muster_contracts.commands import SESSION_COMMANDS, CancelSession, ProcessSession, ResumeSession
+from muster_contracts.commands import SESSION_COMMANDS, AnySessionCommand, CancelSession, CompactSession
 from muster_runtime import topics
 from muster_runtime.edge import Edge
 from muster_runtime.service import make_broker, resources, subscribe_batch
@@ -47,6 +48,7 @@ def build(settings: Settings) -> Harness:
                 model=build_model(settings.model),
                 agents=agents,
                 workspaces=settings.workspaces_dir,
+                budget=Budget(settings.context_tokens, settings.compaction_threshold),
                 delegation=Delegator(held.uow, agents, settings.execution_timeout_s),
             )
             harness.deps = HarnessDeps(loop=loop, runners=runners, lease_ttl_s=settings.lease_ttl_s)
@@ -55,10 +57,12 @@ def build(settings: Settings) -> Harness:
             finally:
                 await runners.stop_all()
 
-    async def dispatch(command: ProcessSession | ResumeSession | CancelSession) -> None:
+    async def dispatch(command: AnySessionCommand) -> None:
         assert harness.deps is not None
         if isinstance(command, CancelSession):
             await handlers.cancel_session(command, harness.deps)
+        elif isinstance(command, CompactSession):
+            await handlers.compact_session(command, harness.deps)
         else:
             await handlers.process_session(command, harness.deps)
 
@@ -70,7 +74,7 @@ def build(settings: Settings) -> Harness:
         adapter=SESSION_COMMANDS,
         dispatch=dispatch,
         title="harness-commands",
-        description="Session commands: ProcessSession, ResumeSession, CancelSession.",
+        description="Session commands: ProcessSession, ResumeSession, CancelSession, CompactSession.",
     )
     harness = Harness(settings=settings, broker=broker, app=FastStream(broker, lifespan=lifespan), edge=edge)
     return harness

@@ -9,9 +9,11 @@ from typing import Any
 from uuid import UUID
 
 from muster_agent import session_store as store
+from muster_agent.agents import UnknownAgentType
+from muster_agent.compaction import compact
 from muster_agent.loop import LoopDeps, StepOutcome, run_until_idle
 from muster_agent.runners import Runners
-from muster_contracts.commands import CancelSession, ProcessSession, ResumeSession
+from muster_contracts.commands import CancelSession, CompactSession, ProcessSession, ResumeSession
 from muster_runtime.unit_of_work import AbstractUnitOfWork
 
 log = logging.getLogger("muster.harness")
@@ -75,6 +77,23 @@ async def _begin_locked(uow: AbstractUnitOfWork, row: Mapping[str, Any]) -> bool
         log.info("session_loop_start session=%s phase=%s", row["session_id"], row["phase"])
         return True
     return await store.start_next_turn(uow, row)
+
+
+async def compact_session(cmd: CompactSession, deps: HarnessDeps) -> None:
+    """Compact an idle session on request: every turn but the latest is summarised. A turn
+    that started meanwhile wins (it compacts itself when it needs to)."""
+    sid = cmd.session_id
+    if deps.runners.is_running(sid):
+        return
+    state = await store.read_state(deps.loop.uows, sid)
+    if state is None or state.running:
+        return
+    try:
+        agent = deps.loop.agents.get(state.agent_type)
+    except UnknownAgentType:
+        return
+    tried, after = await compact(deps.loop.model, deps.loop.uows, state, agent, keep_tokens=None, idle=True)
+    log.info("session_compaction_requested session=%s compacted=%s", sid, tried and after is not None)
 
 
 async def cancel_session(cmd: CancelSession, deps: HarnessDeps) -> None:

@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from faststream import FastStream
 from faststream.kafka import KafkaBroker
 from muster_agent.agents import AgentRegistry
+from muster_agent.compaction import Budget
 from muster_agent.executions import finish_execution
 from muster_agent.loop import LoopDeps
 from muster_agent.models import build_model
@@ -48,6 +49,7 @@ def build(settings: Settings) -> Worker:
                 model=build_model(settings.model),
                 agents=AgentRegistry.load(),
                 workspaces=settings.workspaces_dir,
+                budget=Budget(settings.context_tokens, settings.compaction_threshold),
                 on_close=finish_execution,
             )
             worker.deps = WorkerDeps(loop=loop, runners=runners, lease_ttl_s=settings.lease_ttl_s)

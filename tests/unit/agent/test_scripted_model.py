@@ -10,6 +10,7 @@ from typing import Any
 
 import pytest
 from muster_agent.models import ModelError, ModelRequest, ScriptedModel, build_model
+from muster_agent.models.scripted import tool_call_id
 
 
 def script(*steps: dict[str, Any]) -> str:
@@ -212,3 +213,12 @@ def test_build_model_selects_the_provider() -> None:
     assert isinstance(build_model(" Script "), ScriptedModel)
     with pytest.raises(ValueError, match="unknown model provider 'gpt'"):
         build_model("gpt")
+
+
+def test_tool_call_ids_depend_on_the_summary_before_the_user_message_only_when_there_is_one() -> None:
+    plain = tool_call_id("s", 1, 0, 0)
+    assert tool_call_id("s", 1, 0, 0, "") == plain
+    assert tool_call_id("s", 1, 0, 0, "summary of 4 messages (aaaa)") != plain
+    assert tool_call_id("s", 1, 0, 0, "summary of 4 messages (aaaa)") != tool_call_id(
+        "s", 1, 0, 0, "summary of 4 messages (bbbb)"
+    )

@@ -29,6 +29,8 @@ def test_valid_frames_parse_into_typed_data() -> None:
     assert parse_frame('{"type": "create_session"}').data == CreateSessionData()
     sub = parse_frame('{"type": "subscribe", "sessionId": "s", "data": {"afterPosition": 7}}')
     assert sub.data == SubscribeData(afterPosition=7)
+    top = parse_frame('{"type": "subscribe", "sessionId": "s", "data": {"afterPosition": 9223372036854775807}}')
+    assert top.data == SubscribeData(afterPosition=2**63 - 1)
     assert parse_frame('{"type": "ping", "id": 3}').id == 3
 
 
@@ -82,6 +84,9 @@ def test_wrong_field_types_are_named(data: dict[str, object], message: str) -> N
     (True, "data.afterPosition: must be an integer"),
     ("3", "data.afterPosition: must be an integer"),
     (-1, "data.afterPosition: must be >= 0"),
+    # Regression (fuzzer): past PostgreSQL's bigint the store query overflowed -> `internal`.
+    (2**63, "data.afterPosition: must be <= 9223372036854775807"),
+    (2**70, "data.afterPosition: must be <= 9223372036854775807"),
 ])
 def test_after_position_is_strict(value: object, message: str) -> None:
     err = error_of(json.dumps({"type": "subscribe", "sessionId": "s",

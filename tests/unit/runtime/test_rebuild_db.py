@@ -101,6 +101,11 @@ async def delegated_turn(pool: Pool) -> dict[str, UUID]:
     await append(pool, parent, ev.QueuedMessagesDropped(message_ids=[dropped], reason="cancelled"),
                  ev.MessageRecorded(message_id=uuid4(), seq=6, role="ASSISTANT", content="done"),
                  ev.SessionPhaseChanged(phase="FAILED", error="boom"))
+    # Two compactions of the child: the later one is the row.
+    for boundary, summary in ((child_answer, "summary of 2 messages"), (child_final, "summary of 4 messages")):
+        await append(pool, child, ev.CompactionRecorded(
+            boundary_message_id=boundary, boundary_seq=2 if boundary == child_answer else 4, summary=summary,
+            messages_compacted=2, tokens_before=90, tokens_after=30, at_seq=4))
     return {"parent": parent, "child": child, "execution": execution, "answer": answer}
 
 

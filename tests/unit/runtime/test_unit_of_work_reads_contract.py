@@ -125,3 +125,25 @@ async def test_a_free_session_is_locked_with_or_without_waiting(work: Harness, n
         row = await uow.lock_session(sid, nowait=nowait)
         assert row is not None and row["version"] == 1
         assert await uow.current_version(str(sid)) == 1
+
+
+async def test_session_state_carries_the_latest_compaction(work: Harness) -> None:
+    sid = await new_session(work)
+    first, second = message(1), message(2)
+
+    def compaction(boundary: ev.MessageRecorded, summary: str) -> ev.CompactionRecorded:
+        return ev.CompactionRecorded(
+            boundary_message_id=boundary.message_id, boundary_seq=boundary.seq, summary=summary,
+            messages_compacted=boundary.seq, tokens_before=100, tokens_after=10, at_seq=2,
+        )  # fmt: skip
+
+    async with work.uow() as uow:
+        await uow.append(str(sid), [first, second, compaction(first, "one")], expected_version=1)
+        assert (await uow.session_state(sid)).compaction["summary"] == "one"  # type: ignore[union-attr,index]
+        await uow.append(str(sid), [compaction(second, "two")], expected_version=4)
+    async with work.uow() as uow:
+        snapshot = await uow.session_state(sid)
+    assert snapshot is not None and snapshot.compaction is not None
+    assert (snapshot.compaction["boundary_seq"], snapshot.compaction["summary"]) == (2, "two")
+    assert snapshot.compaction["boundary_message_id"] == str(second.message_id)
+    assert len(snapshot.messages) == 2  # compaction hides nothing from the stored history

@@ -78,6 +78,9 @@ class ModelRequest:
     model: str
     messages: list[dict[str, Any]]
     tools: list[dict[str, Any]]
+    # "turn": the next step of the conversation; "summary": summarise the messages given
+    # (compaction), whose answer becomes the summary, never a message.
+    purpose: str = "turn"
 
 
 class ModelProvider(Protocol):

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from muster_agent.models.base import ModelError, ModelReply, ModelRequest, ToolCall, Usage
+from muster_agent.tokens import chat_tokens, estimate_tokens, message_text
 
 SCRIPT_PREFIX = "#script"
 DONE = "done"
@@ -27,22 +28,11 @@ class _Step:
     fail: str | None
 
 
-def message_text(content: Any) -> str:
-    """Text of a chat message's `content`, which may be a string, null or a list of parts."""
-    if isinstance(content, str):
-        return content
-    if isinstance(content, list):
-        return "".join(
-            part.get("text", "")
-            for part in content
-            if isinstance(part, dict) and isinstance(part.get("text"), str)
-        )
-    return ""
-
-
-def tool_call_id(session_id: str, user_index: int, step: int, position: int) -> str:
-    digest = hashlib.sha1(f"{session_id}:{user_index}:{step}:{position}".encode()).hexdigest()
-    return "call_" + digest[:24]
+def tool_call_id(session_id: str, user_index: int, step: int, position: int, summary: str = "") -> str:
+    """Stable for a retried step, unique in the session: after a compaction the user
+    message's index in the request starts over, so the summary before it counts too."""
+    key = f"{session_id}:{user_index}:{step}:{position}" + (f":{summary}" if summary else "")
+    return "call_" + hashlib.sha1(key.encode()).hexdigest()[:24]
 
 
 def parse_script(text: str) -> list[_Step] | None:
@@ -91,14 +81,11 @@ def _parse_step(index: int, raw: Any) -> _Step:
     return _Step(tuple(calls), content, float(delay), None if fail is None else str(fail))
 
 
-def _estimate_tokens(chars: int) -> int:
-    # A stable, cheap stand-in for a tokenizer: about four characters per token.
-    return (chars + 3) // 4
-
-
 class ScriptedModel:
     async def complete(self, request: ModelRequest) -> ModelReply:
         messages = request.messages
+        if request.purpose == "summary":
+            return _summary(messages)
         user_index = next(
             (i for i in range(len(messages) - 1, -1, -1) if messages[i].get("role") == "user"),
             None,
@@ -106,6 +93,10 @@ class ScriptedModel:
         if user_index is None:
             raise ModelError("scripted model: the conversation has no user message")
         text = message_text(messages[user_index].get("content"))
+        # A compaction's summary: system messages after the agent's own prompt.
+        summary = "".join(
+            message_text(m.get("content")) for m in messages[1:user_index] if m.get("role") == "system"
+        )
         steps = parse_script(text)
         calls: tuple[ToolCall, ...] = ()
         if steps is None:
@@ -123,10 +114,19 @@ class ScriptedModel:
                     raise ModelError(step.fail)
                 content = step.content
                 calls = tuple(
-                    ToolCall(tool_call_id(request.session_id, user_index, k, i), name, args)
+                    ToolCall(tool_call_id(request.session_id, user_index, k, i, summary), name, args)
                     for i, (name, args) in enumerate(step.tool_calls)
                 )
-        prompt_chars = sum(len(message_text(m.get("content"))) for m in messages)
         completion = content + "".join(json.dumps(c.to_openai()) for c in calls)
-        usage = Usage(_estimate_tokens(prompt_chars), _estimate_tokens(len(completion)))
+        usage = Usage(chat_tokens(messages), estimate_tokens(len(completion)))
         return ModelReply(content, calls, usage)
+
+
+def _summary(messages: list[dict[str, Any]]) -> ModelReply:
+    """A compaction's summary, deterministic: how many messages it covers (those between
+    the summarisation prompt and the closing instruction, an earlier summary included)."""
+    covered = [m for m in messages[1:-1] if m.get("role") in ("user", "assistant", "tool", "system")]
+    # The digest tells summaries of different messages apart (tool-call ids depend on it).
+    digest = hashlib.sha1(json.dumps([message_text(m.get("content")) for m in covered]).encode()).hexdigest()
+    content = f"summary of {len(covered)} messages ({digest[:8]})"
+    return ModelReply(content, (), Usage(chat_tokens(messages), estimate_tokens(len(content))))

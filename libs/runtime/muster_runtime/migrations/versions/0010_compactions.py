@@ -1,0 +1,81 @@
+"""Compaction: `compactions` holds each session's latest `CompactionRecorded` (its boundary
+and summary), projected by `muster_project` like every other table, so the loop reads it
+with the session's state in the same round trip and `muster rebuild` reproduces it.
+
+The function text is 0009's with the compaction upsert added, so the projector stays one
+function (ADR 0013).
+
+Revision ID: 0010
+Revises: 0009
+"""
+
+import importlib.util
+from pathlib import Path
+from types import ModuleType
+
+from alembic import op
+
+revision = "0010"
+down_revision = "0009"
+
+TABLE = """
+CREATE TABLE compactions (
+    session_id uuid PRIMARY KEY,
+    boundary_message_id uuid NOT NULL,
+    boundary_seq int NOT NULL,
+    summary text NOT NULL,
+    messages_compacted int NOT NULL,
+    tokens_before int NOT NULL,
+    tokens_after int NOT NULL,
+    at_seq int NOT NULL,
+    position bigint NOT NULL,
+    created_at timestamptz NOT NULL
+)"""
+
+# The newest compaction of each session in the range wins (a later one covers the earlier).
+UPSERT = """
+    IF 'CompactionRecorded' = ANY (present) THEN
+        INSERT INTO compactions (session_id, boundary_message_id, boundary_seq, summary,
+            messages_compacted, tokens_before, tokens_after, at_seq, position, created_at)
+        SELECT DISTINCT ON (stream_id) stream_id::uuid, (p->>'boundary_message_id')::uuid,
+            (p->>'boundary_seq')::int, p->>'summary', (p->>'messages_compacted')::int,
+            (p->>'tokens_before')::int, (p->>'tokens_after')::int, (p->>'at_seq')::int,
+            position, recorded_at
+        FROM unnest(evs) WHERE type = 'CompactionRecorded' ORDER BY stream_id, position DESC
+        ON CONFLICT (session_id) DO UPDATE SET
+            boundary_message_id = EXCLUDED.boundary_message_id,
+            boundary_seq = EXCLUDED.boundary_seq, summary = EXCLUDED.summary,
+            messages_compacted = EXCLUDED.messages_compacted,
+            tokens_before = EXCLUDED.tokens_before, tokens_after = EXCLUDED.tokens_after,
+            at_seq = EXCLUDED.at_seq, position = EXCLUDED.position,
+            created_at = EXCLUDED.created_at
+        WHERE compactions.position < EXCLUDED.position;
+    END IF;
+"""
+ANCHOR = "    -- Changes to existing rows:"
+
+
+def _migration(name: str) -> ModuleType:
+    source = Path(__file__).with_name(name)
+    spec = importlib.util.spec_from_file_location(source.stem, source)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def project_function() -> str:
+    """0009's `muster_project` with the compaction upsert (later migrations extend this)."""
+    previous: str = _migration("0009_set_based_projector.py").PROJECT
+    assert ANCHOR in previous
+    return previous.replace(ANCHOR, UPSERT + ANCHOR, 1)
+
+
+def upgrade() -> None:
+    op.execute(TABLE)
+    op.execute(project_function().strip())
+
+
+def downgrade() -> None:
+    op.execute(_migration("0009_set_based_projector.py").PROJECT.strip())
+    op.execute("DROP TABLE compactions")
