@@ -11,6 +11,7 @@ from typing import Any
 import asyncpg
 import httpx
 import pytest
+from muster_agent.context import SUMMARY_HEADING
 
 from .conftest import Launch, Launcher
 from .wsclient import Client, Rest, call, script
@@ -65,6 +66,19 @@ async def test_thirty_turns_stay_under_the_budget_and_keep_every_message(small: 
             assert seq_role[compaction["boundarySeq"] + 1] == "USER"  # between turns, never inside one
             assert compaction["summary"].startswith("summary of ")
             assert compaction["tokensAfter"] < compaction["tokensBefore"]
+        # What the model sees: the prompt, the latest summary, then the turns after its boundary.
+        context = await rest.json(f"/v1/sessions/{session_id}/context")
+        latest = done[-1]
+        assert context["messages"][0] == {"role": "system", "content": SUMMARY_HEADING + latest["summary"]}
+        after = [m for m in history if m["seq"] > latest["boundarySeq"]]
+        assert [m["content"] for m in context["messages"][1:]] == [m["content"] for m in after]
+        # A fork carries the compaction: the side task sees the same summary and what follows.
+        side = await client.ack("create_side_session", session_id, {"content": "fork it", "contextMode": "fork"})
+        await client.wait_phase(side["sessionId"])
+        forked = await rest.json(f"/v1/sessions/{side['sessionId']}/context")
+        assert forked["messages"][0] == context["messages"][0]
+        assert [m["content"] for m in forked["messages"][1:]] == [
+            *(m["content"] for m in after), "fork it", "You said: fork it"]
     finally:
         await client.close()
         await rest.close()

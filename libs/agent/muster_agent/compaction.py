@@ -21,8 +21,8 @@ from muster_runtime.unit_of_work import UnitOfWorkFactory
 
 from muster_agent import session_store as store
 from muster_agent.agents import AgentDefinition
+from muster_agent.context import model_messages, summary_message, system_prompt
 from muster_agent.history import StoredMessage, to_chat
-from muster_agent.model_context import model_messages, summary_message
 from muster_agent.models.base import ModelError, ModelProvider, ModelRequest
 from muster_agent.session_store import SessionState
 from muster_agent.tokens import chat_tokens
@@ -120,7 +120,10 @@ async def compact(
     except ModelError as exc:
         log.warning("compaction_failed session=%s reason=%s", state.session_id, exc)
         return False, state
-    system = [{"role": "system", "content": agent.system_prompt}, summary_message(reply.content)]
+    system = [
+        {"role": "system", "content": system_prompt(agent, state.background)},
+        summary_message(reply.content),
+    ]
     after = chat_tokens([*system, *to_chat(kept)])
     event = ev.CompactionRecorded(
         boundary_message_id=folded[-1].message_id,

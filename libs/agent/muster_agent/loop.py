@@ -24,8 +24,8 @@ from muster_runtime.unit_of_work import AbstractUnitOfWork, UnitOfWorkFactory
 from muster_agent import session_store as store
 from muster_agent.agents import AgentRegistry, UnknownAgentType
 from muster_agent.compaction import Budget, compact, request_tokens
+from muster_agent.context import model_messages
 from muster_agent.history import StoredMessage, incomplete_tail, pending_tool_calls, turn_finished
-from muster_agent.model_context import model_messages
 from muster_agent.models.base import ModelError, ModelProvider, ModelReply, ModelRequest
 from muster_agent.session_store import SessionState
 from muster_agent.tool_round import run_local_calls

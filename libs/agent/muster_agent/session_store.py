@@ -160,7 +160,7 @@ def snapshot_state(snapshot: SessionSnapshot | None) -> SessionState | None:
         started_tool_calls=snapshot.started_tool_calls,
         chat=context_chat(messages, compaction),
         compaction=compaction,
-        # Projected by migration 0011 (the in-memory unit of work's rows may lack them).
+        # Projected by migration 0010 (the in-memory unit of work's rows may lack them).
         background=_background(row.get("background")),
         workspace_id=row.get("workspace_id"),
         permission_level=row.get("permission_level") or "auto",

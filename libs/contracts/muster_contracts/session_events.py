@@ -21,18 +21,14 @@ class SideSessionCreated(DomainEvent):
 class SessionForked(DomainEvent):
     """On a `fork` side task's stream, right after its creation: it starts with the
     source's messages `seq <= up_to_seq` (those in `skipped_message_ids`, discarded at the
-    time, left out), their file changes and its compaction state. The copies' ids are
-    derived from the side task and the originals (`fork_ids.copied_id`), so a replay of
-    this one event rebuilds the same rows without the log holding the transcript twice
-    (ADR 0014)."""
+    time, left out) and their file changes. The copies' ids are derived from the side task
+    and the originals (`fork_ids.copied_id`), so a replay of this one event rebuilds the
+    same rows without the log holding the transcript twice (ADR 0014)."""
 
     type: Literal["SessionForked"] = "SessionForked"
     source_session_id: UUID
     up_to_seq: int
     skipped_message_ids: list[UUID] = []
-    # The position of the source's `CompactionRecorded` that applies at the cut (its boundary
-    # at or before `up_to_seq`), copied with the messages; None: no compaction.
-    compaction_position: int | None = None
 
 
 class SessionSettingsChanged(DomainEvent):

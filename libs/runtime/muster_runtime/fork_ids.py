@@ -1,6 +1,6 @@
 """Ids of a fork's copies: derived from the side task and the original, so replaying a
 `SessionForked` event gives the same rows. The projector computes them in SQL
-(`muster_copied_id`, migration 0011); this is the same function for Python readers."""
+(`muster_copied_id`, migration 0010); this is the same function for Python readers."""
 
 from __future__ import annotations
 

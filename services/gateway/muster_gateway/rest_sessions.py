@@ -8,7 +8,7 @@ from typing import Annotated, Any
 
 from fastapi import APIRouter, Query, Request, Response
 from muster_agent.agents import AgentRegistry, UnknownAgentType
-from muster_agent.model_context import model_messages
+from muster_agent.context import model_messages
 from muster_agent.session_store import read_state
 from muster_runtime.postgres_uow import PostgresUnitOfWork
 

@@ -38,7 +38,7 @@ class Session(BaseModel):
     updatedAt: str
     error: str | None = None
     # `GET /v1/sessions` only: the tree signals over this session's descendants, computed
-    # as `session_tree_status` is (migration 0011's `muster_tree_status`).
+    # as `session_tree_status` is (migration 0010's `muster_tree_status`).
     treeRunning: bool | None = None
     treeUnread: bool | None = None
     pendingApprovals: int | None = None

@@ -12,10 +12,17 @@ from typing import Any
 from uuid import UUID, uuid4
 
 from muster_contracts.commands import ProcessSession
-from muster_contracts.events import BackgroundMessage, DomainEvent, SessionCreated, UserMessageQueued
+from muster_contracts.events import (
+    BackgroundMessage,
+    CompactionRecorded,
+    DomainEvent,
+    SessionCreated,
+    UserMessageQueued,
+)
 from muster_contracts.session_events import SessionForked, SideSessionCreated
 from muster_runtime import topics
 from muster_runtime.db import Connection, Pool
+from muster_runtime.fork_ids import copied_id
 from muster_runtime.postgres_uow import PostgresUnitOfWork
 
 from muster_gateway.commands import _retrying
@@ -64,7 +71,9 @@ async def _create(pool: Pool, user_id: str, raw_source: str, data: CreateSideSes
             )
         ]
         if data.contextMode == "fork":
-            events.append(await _fork(conn, source, data.forkFromMessageId))
+            fork = await _fork(conn, source, data.forkFromMessageId)
+            events.append(fork)
+            events += await _forked_compaction(conn, side_id, source["session_id"], fork.up_to_seq)
         events.append(
             UserMessageQueued(
                 message_id=message_id, client_message_id=data.clientMessageId, content=data.content
@@ -92,6 +101,29 @@ async def _summary(conn: Connection, source_id: UUID) -> list[BackgroundMessage]
         SUMMARY_MESSAGES,
     )
     return [BackgroundMessage(role=r["role"], content=r["content"][:SUMMARY_CHARS]) for r in reversed(rows)]
+
+
+async def _forked_compaction(
+    conn: Connection, side_id: UUID, source_id: UUID, up_to: int
+) -> list[DomainEvent]:
+    """The source's compaction state, when its boundary is inside the copy: the side task's
+    model then sees the same summary and what follows it, with the copies' ids."""
+    row = await conn.fetchrow(
+        "SELECT * FROM compactions WHERE session_id = $1 AND boundary_seq <= $2", source_id, up_to
+    )
+    if row is None:
+        return []
+    return [
+        CompactionRecorded(
+            boundary_message_id=copied_id(side_id, row["boundary_message_id"]),
+            boundary_seq=row["boundary_seq"],
+            summary=row["summary"],
+            messages_compacted=row["messages_compacted"],
+            tokens_before=row["tokens_before"],
+            tokens_after=row["tokens_after"],
+            at_seq=min(row["at_seq"], up_to),
+        )
+    ]
 
 
 async def _fork(conn: Connection, source: Any, raw_message_id: str | None) -> SessionForked:
@@ -129,17 +161,6 @@ async def _fork(conn: Connection, source: Any, raw_message_id: str | None) -> Se
         source_id,
         cut,
     )
-    # The compaction in force at the cut: the newest whose boundary the copy includes.
-    compaction = await conn.fetchval(
-        """SELECT position FROM events
-           WHERE stream_id = $1 AND type = 'CompactionRecorded' AND (payload->>'boundary_seq')::int <= $2
-           ORDER BY position DESC LIMIT 1""",
-        str(source_id),
-        cut,
-    )
     return SessionForked(
-        source_session_id=source_id,
-        up_to_seq=cut,
-        skipped_message_ids=[r["message_id"] for r in skipped],
-        compaction_position=compaction,
+        source_session_id=source_id, up_to_seq=cut, skipped_message_ids=[r["message_id"] for r in skipped]
     )

@@ -7,7 +7,7 @@ from typing import Any
 from uuid import UUID, uuid4
 
 from muster_agent.agents import AgentRegistry
-from muster_agent.model_context import model_messages
+from muster_agent.context import model_messages
 from muster_agent.session_store import read_state
 from muster_contracts import events as ev
 from muster_gateway import side_sessions

@@ -151,24 +151,3 @@ async def test_side_tasks_inherit_the_source_settings(pool: Pool) -> None:
         "m-1", "read_only", main, first)
     assert row["workspace_id"] == main and row["title"] is None
     assert isinstance(second, UUID)
-
-
-async def test_fork_carries_the_compaction_in_force_at_the_cut(pool: Pool) -> None:
-    main = await main_session(pool)
-    messages = await conversation(pool, main, 3)
-    await append(pool, main, ev.CompactionRecorded(
-        boundary_message_id=messages[3].message_id, boundary_seq=4, summary="the first two turns",
-        messages_compacted=4, tokens_before=900, tokens_after=300, at_seq=6))
-    source = await context(pool, main)
-    sid = await side(pool, main, contextMode="fork")
-    row = await pool.fetchrow("SELECT * FROM compactions WHERE session_id = $1", sid)
-    assert (row["boundary_message_id"], row["boundary_seq"], row["summary"]) == (
-        copied_id(sid, messages[3].message_id), 4, "the first two turns")
-    assert await context(pool, sid) == source  # system, summary, the turn after the boundary
-    assert "the first two turns" in source[1]["content"] and len(source) == 4
-    before = await side(pool, main, contextMode="fork", forkFromMessageId=str(messages[1].message_id))
-    assert await pool.fetchval("SELECT count(*) FROM compactions WHERE session_id = $1", before) == 0
-    assert len(await context(pool, before)) == 3
-    async with pool.acquire() as conn:
-        for batch in (1, 2, 10_000):
-            assert (await rebuild.check(conn, batch=batch)).equal

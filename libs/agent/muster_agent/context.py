@@ -1,7 +1,8 @@
-"""What the next model call of a session sends: the agent's system prompt (with a summary
-side task's background), the summary of what compaction folded away (if any), then the
-messages after the compaction boundary. The loop and `GET /v1/sessions/{id}/context` both
-call `model_messages`, so what users inspect is what the model gets."""
+"""What a session's next model call sends: the system prompt (the agent's, plus a summary
+side task's background), the compaction summary if the session was compacted, and the
+history after the compaction boundary in the OpenAI chat form. The loop and
+`GET /v1/sessions/{id}/context` both call `model_messages`, so what users inspect is what
+the model gets."""
 
 from __future__ import annotations
 
@@ -11,7 +12,6 @@ from typing import Any
 from muster_agent.agents import AgentDefinition
 from muster_agent.session_store import SessionState
 
-SUMMARY_HEADING = "Summary of the earlier conversation (its messages are no longer shown):\n"
 BACKGROUND_HEADER = (
     "Background: this is a side task branched from another conversation. Its results are not "
     "reported back to that conversation. The last messages of that conversation were:"
@@ -27,11 +27,15 @@ def system_prompt(agent: AgentDefinition, background: Sequence[tuple[str, str]] 
     return "\n\n".join(part for part in (agent.system_prompt, BACKGROUND_HEADER, "\n".join(lines)) if part)
 
 
+SUMMARY_HEADING = "Summary of the earlier conversation (its messages are no longer shown):\n"
+
+
 def summary_message(summary: str) -> dict[str, Any]:
     return {"role": "system", "content": SUMMARY_HEADING + summary}
 
 
 def model_messages(agent: AgentDefinition, state: SessionState) -> list[dict[str, Any]]:
+    """The `messages` of the next chat-completions request, system prompt first."""
     messages: list[dict[str, Any]] = [{"role": "system", "content": system_prompt(agent, state.background)}]
     if state.compaction is not None:
         messages.append(summary_message(state.compaction.summary))

@@ -2,13 +2,13 @@
 read state and the tree signals' last value as `sessions` columns; forks copied by the
 projector (ADR 0014); the tree status and the full-text index over USER messages.
 
-`muster_project` is 0010's text (0009's with compactions) with three additions, spliced at
-named anchors (asserted, so an earlier change cannot silently drop one): the new
-`SessionCreated` columns, fork copies right after the inserts (a fork's source rows may
-come from the same range), and the management events after the session rows.
+`muster_project` is 0009's text with three additions, spliced at named anchors (asserted,
+so a change of 0009 cannot silently drop one): the new `SessionCreated` columns, fork
+copies right after the inserts (a fork's source rows may come from the same range), and
+the management events after the session rows.
 
-Revision ID: 0011
-Revises: 0010
+Revision ID: 0010
+Revises: 0009
 """
 
 import importlib.util
@@ -18,8 +18,8 @@ from types import ModuleType
 from alembic import op
 from muster_runtime.migrate import run_script
 
-revision = "0011"
-down_revision = "0010"
+revision = "0010"
+down_revision = "0009"
 
 COLUMNS = """
 ALTER TABLE sessions ADD COLUMN permission_level TEXT NOT NULL DEFAULT 'auto';
@@ -101,18 +101,6 @@ BEGIN
             c.after_size, c.session_type, c.agent_type, c.note, f.position, f.recorded_at
         FROM file_changes c
         WHERE c.session_id = source AND c.message_seq <= up_to AND c.message_id <> ALL (skipped);
-        -- The source's compaction that applied at the cut, read from the log (a session's
-        -- `compactions` row moves on; the event it was made from does not). A later
-        -- compaction of the side task itself, projected first in the same range, wins.
-        INSERT INTO compactions (session_id, boundary_message_id, boundary_seq, summary,
-            messages_compacted, tokens_before, tokens_after, at_seq, position, created_at)
-        SELECT side, muster_copied_id(side, (e.payload->>'boundary_message_id')::uuid),
-            (e.payload->>'boundary_seq')::int, e.payload->>'summary',
-            (e.payload->>'messages_compacted')::int, (e.payload->>'tokens_before')::int,
-            (e.payload->>'tokens_after')::int, (e.payload->>'at_seq')::int, f.position,
-            f.recorded_at
-        FROM events e WHERE e.position = (f.p->>'compaction_position')::bigint
-        ON CONFLICT (session_id) DO NOTHING;
         UPDATE sessions SET message_count = greatest(message_count, up_to) WHERE session_id = side;
     END LOOP;
 END
@@ -241,8 +229,8 @@ MANAGE_CALL = """
 
 
 def _previous() -> ModuleType:
-    source = Path(__file__).with_name("0010_compactions.py")
-    spec = importlib.util.spec_from_file_location("projector_0010", source)
+    source = Path(__file__).with_name("0009_set_based_projector.py")
+    spec = importlib.util.spec_from_file_location("projector_0009", source)
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
@@ -250,12 +238,12 @@ def _previous() -> ModuleType:
 
 
 def _splice(text: str, anchor: str, replacement: str) -> str:
-    assert text.count(anchor) == 1, f"anchor not found once in 0010's projector: {anchor[:40]!r}"
+    assert text.count(anchor) == 1, f"anchor not found once in 0009's projector: {anchor[:40]!r}"
     return text.replace(anchor, replacement)
 
 
 def project_text() -> str:
-    text: str = _previous().project_function()
+    text: str = _previous().PROJECT
     text = _splice(text, CREATED_FROM, CREATED_TO)
     text = _splice(text, BEFORE_UPDATES, FORK_CALL + BEFORE_UPDATES)
     return _splice(text, END_ANCHOR, MANAGE_CALL + END_ANCHOR)
@@ -268,7 +256,7 @@ def upgrade() -> None:
 
 
 def downgrade() -> None:
-    op.execute(_previous().project_function().strip())
+    op.execute(_previous().PROJECT.strip())
     for function in (
         "muster_tree_status(uuid[])",
         "muster_project_manage(muster_event[], text[])",

@@ -2,11 +2,12 @@
 and summary), projected by `muster_project` like every other table, so the loop reads it
 with the session's state in the same round trip and `muster rebuild` reproduces it.
 
-The function text is 0009's with the compaction upsert added, so the projector stays one
-function (ADR 0013).
+The function text is 0010's with the compaction upsert added, so the projector stays one
+function (ADR 0013). A fork's copy of its source's compaction is an event of its own on
+the side task's stream, so it needs nothing here.
 
-Revision ID: 0010
-Revises: 0009
+Revision ID: 0011
+Revises: 0010
 """
 
 import importlib.util
@@ -15,8 +16,8 @@ from types import ModuleType
 
 from alembic import op
 
-revision = "0010"
-down_revision = "0009"
+revision = "0011"
+down_revision = "0010"
 
 TABLE = """
 CREATE TABLE compactions (
@@ -52,7 +53,7 @@ UPSERT = """
         WHERE compactions.position < EXCLUDED.position;
     END IF;
 """
-ANCHOR = "    -- Changes to existing rows:"
+ANCHOR = "    -- Changes to existing rows: one statement per changed row"
 
 
 def _migration(name: str) -> ModuleType:
@@ -65,9 +66,9 @@ def _migration(name: str) -> ModuleType:
 
 
 def project_function() -> str:
-    """0009's `muster_project` with the compaction upsert (later migrations extend this)."""
-    previous: str = _migration("0009_set_based_projector.py").PROJECT
-    assert ANCHOR in previous
+    """0010's `muster_project` with the compaction upsert (later migrations extend this)."""
+    previous: str = _migration("0010_session_trees.py").project_text()
+    assert previous.count(ANCHOR) == 1, "anchor not found once in 0010's projector"
     return previous.replace(ANCHOR, UPSERT + ANCHOR, 1)
 
 
@@ -77,5 +78,5 @@ def upgrade() -> None:
 
 
 def downgrade() -> None:
-    op.execute(_migration("0009_set_based_projector.py").PROJECT.strip())
+    op.execute(_migration("0010_session_trees.py").project_text().strip())
     op.execute("DROP TABLE compactions")
