@@ -5,8 +5,10 @@ from __future__ import annotations
 
 import asyncio
 import os
+import shutil
 import socket
 import subprocess
+import tempfile
 from collections.abc import AsyncIterator
 from pathlib import Path
 
@@ -20,7 +22,7 @@ def _free_port() -> int:
 
 
 @pytest.fixture(scope="session")
-async def postgres_server_url(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[str]:
+async def postgres_server_url() -> AsyncIterator[str]:
     """URL of a server on which tests may create and drop their own databases."""
     given = os.environ.get("DATABASE_URL")
     if given:
@@ -28,7 +30,9 @@ async def postgres_server_url(tmp_path_factory: pytest.TempPathFactory) -> Async
         return
     from muster_launcher import postgres
 
-    data_dir = Path(tmp_path_factory.mktemp("pg"))
+    # Outside pytest's temp tree: a second pytest run on the machine (another worktree)
+    # cleans that tree up, and would delete this server's data under it.
+    data_dir = Path(tempfile.mkdtemp(prefix="muster-unit-pg-"))
     port = _free_port()
     spec = postgres.postgres_spec(data_dir, port)
     assert spec.prepare is not None
@@ -41,3 +45,4 @@ async def postgres_server_url(tmp_path_factory: pytest.TempPathFactory) -> Async
     finally:
         proc.terminate()
         await asyncio.to_thread(proc.wait, 15)
+        shutil.rmtree(data_dir, ignore_errors=True)
