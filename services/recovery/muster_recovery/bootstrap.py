@@ -36,10 +36,13 @@ class Recovery:
 
 
 HOUSEKEEPING_EVERY_S = 300.0
+# Tree signals are kept by reacting to events; this repairs only those whose event was lost
+# with the broker. Its query reads every root, so it runs seldom (at start, then this often).
+TREE_REPAIR_EVERY_S = 30.0
 
 
 async def reconcile_forever(pool: Pool, settings: Settings) -> None:
-    last_housekeeping = 0.0
+    last_housekeeping = last_tree_repair = 0.0
     first = True
     while True:
         try:
@@ -50,7 +53,9 @@ async def reconcile_forever(pool: Pool, settings: Settings) -> None:
             await reconcile_executions(
                 pool, grace_s=settings.lease_ttl_s, cancel_grace_s=settings.cancel_grace_s
             )
-            await tree_status.reconcile(pool)
+            if first or time.monotonic() - last_tree_repair > TREE_REPAIR_EVERY_S:
+                await tree_status.reconcile(pool)
+                last_tree_repair = time.monotonic()
             if first:
                 # Reconciliation at start is done: what a crash left behind is re-issued.
                 log.info("recovery_ready instance=%s", settings.instance_id)
