@@ -24,7 +24,7 @@ from muster_agent.agents import AgentDefinition
 from muster_agent.context import model_messages, summary_message, system_prompt
 from muster_agent.history import StoredMessage, to_chat
 from muster_agent.models.base import ModelError, ModelProvider, ModelRequest
-from muster_agent.session_store import SessionState
+from muster_agent.session_state import SessionState, after_boundary
 from muster_agent.tokens import chat_tokens
 
 log = logging.getLogger("muster.compaction")
@@ -64,11 +64,6 @@ def request_tokens(state: SessionState, messages: list[dict[str, Any]]) -> int:
     return chat_tokens(messages)
 
 
-def visible(state: SessionState) -> list[StoredMessage]:
-    boundary = state.compaction.boundary_seq if state.compaction is not None else 0
-    return [m for m in state.messages if m.seq > boundary]
-
-
 def choose_cut(messages: list[StoredMessage], keep_tokens: int | None) -> int:
     """How many of `messages` (the visible ones) to fold into the summary: up to a USER
     message, keeping the fewest turns whose text fits `keep_tokens` and always the current
@@ -96,7 +91,7 @@ async def compact(
     or of an `idle` session (on request). Returns (recorded, state): (False, state) when
     there was nothing to fold or the model failed (the call goes on uncompacted), (True,
     None) when the session moved meanwhile (look again)."""
-    messages = visible(state)
+    messages = after_boundary(state.messages, state.compaction)
     cut = choose_cut(messages, keep_tokens)
     if cut == 0:
         return False, state

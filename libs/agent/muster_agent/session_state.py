@@ -11,11 +11,9 @@ from typing import Any
 from uuid import UUID
 
 from muster_contracts import events as ev
-from muster_runtime.unit_of_work import SessionSnapshot
+from muster_runtime.unit_of_work import RUNNING_PHASES, SessionSnapshot
 
 from muster_agent.history import StoredMessage, to_chat
-
-RUNNING_PHASES = ("RUNNING", "RESUMING")
 
 
 @dataclass(frozen=True)
@@ -70,8 +68,13 @@ def context_chat(
     messages: Sequence[StoredMessage], compaction: Compaction | None
 ) -> tuple[dict[str, Any], ...]:
     """The chat form of what the model sees of `messages`: those after the boundary."""
+    return tuple(to_chat(after_boundary(messages, compaction)))
+
+
+def after_boundary(messages: Sequence[StoredMessage], compaction: Compaction | None) -> list[StoredMessage]:
+    """The messages the model still sees: those after the compaction boundary."""
     boundary = compaction.boundary_seq if compaction is not None else 0
-    return tuple(to_chat([m for m in messages if m.seq > boundary]))
+    return [m for m in messages if m.seq > boundary]
 
 
 def advance(state: SessionState, version: int, events: Sequence[ev.DomainEvent]) -> SessionState:

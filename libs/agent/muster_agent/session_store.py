@@ -14,12 +14,12 @@ from typing import Any, NamedTuple
 from uuid import UUID, uuid4
 
 from muster_contracts import events as ev
+from muster_runtime.unit_of_work import RUNNING_PHASES as RUNNING_PHASES
 from muster_runtime.unit_of_work import AbstractUnitOfWork, Row, UnitOfWorkFactory
 
 from muster_agent.history import pending_tool_calls
 
 # Re-exported: the loop and the services read these through this module (`store.…`).
-from muster_agent.session_state import RUNNING_PHASES as RUNNING_PHASES
 from muster_agent.session_state import SessionState as SessionState
 from muster_agent.session_state import advance as advance
 from muster_agent.session_state import snapshot_state

@@ -22,9 +22,13 @@ from muster_contracts.envelope import Envelope
 
 from muster_runtime.eventstore import ConcurrencyError, Recorded, StoredEvent
 from muster_runtime.memory_projection import Tables, project
-from muster_runtime.unit_of_work import OPEN_STATUSES, AbstractUnitOfWork, Row, SessionSnapshot
-
-RUNNING_PHASES = ("RUNNING", "RESUMING")
+from muster_runtime.unit_of_work import (
+    OPEN_STATUSES,
+    RUNNING_PHASES,
+    AbstractUnitOfWork,
+    Row,
+    SessionSnapshot,
+)
 
 
 @dataclass

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import importlib.util
 import sys
 from pathlib import Path
+from types import ModuleType
 
 from alembic import command
 from alembic.config import Config
@@ -27,6 +29,17 @@ def run_script(script: str) -> None:
     for statement in (part.strip() for part in script.split(";\n")):
         if statement:
             op.execute(statement)
+
+
+def migration_module(file_name: str) -> ModuleType:
+    """Inside a migration: an earlier revision's module (by its file name), for the SQL
+    text a later revision extends (the projector function is spliced, not copied)."""
+    source = MIGRATIONS / "versions" / file_name
+    spec = importlib.util.spec_from_file_location(source.stem, source)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
 
 
 def upgrade(database_url: str, revision: str = "head") -> None:

@@ -32,7 +32,8 @@ from muster_contracts.events import DomainEvent
 from muster_runtime.eventstore import Recorded, StoredEvent
 
 Row = dict[str, Any]
-OPEN_STATUSES = ("RUNNING", "RECOVERING")
+OPEN_STATUSES = ("RUNNING", "RECOVERING")  # an execution's
+RUNNING_PHASES = ("RUNNING", "RESUMING")  # a session's turn runs (recovery's RESUMING included)
 
 
 class SessionBusy(Exception):

@@ -6,7 +6,7 @@ from __future__ import annotations
 from functools import cache
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Query, Request, Response
+from fastapi import APIRouter, Query, Response
 from muster_agent.agents import AgentRegistry, UnknownAgentType
 from muster_agent.context import model_messages
 from muster_agent.session_store import read_state
@@ -53,17 +53,12 @@ async def search(
     response_model=schemas.Session,
     response_model_exclude_unset=True,
     responses=_MANAGE_ERRORS,
-    # The body is read after the token is checked (a declared body would be parsed first,
-    # answering bad_request to a request without a token); documented here instead.
-    openapi_extra={
-        "requestBody": {
-            "required": True,
-            "content": {"application/json": {"schema": ts.SessionPatch.model_json_schema()}},
-        }
-    },
 )
-async def patch_session(gw: GW, user: User, session_id: str, request: Request) -> dict[str, Any]:
-    body = ts.SessionPatch.parse(await request.body())
+async def patch_session(
+    gw: GW, user: User, session_id: str, body: ts.SessionPatch | None = None
+) -> dict[str, Any]:
+    # Without a valid token the error handlers answer unauthorized whatever the body.
+    body = body or ts.SessionPatch()
     changes = {"title": body.title, "model_id": body.modelId, "permission_level": body.permissionLevel}
     return await management.change_settings(gw.pool, user, session_id, changes)
 

@@ -4,11 +4,9 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field
 
-from muster_gateway.errors import GatewayError
 from muster_gateway.protocol import PermissionLevel, Text, Title
-from muster_gateway.validation import describe
 
 
 class SideTask(BaseModel):
@@ -51,14 +49,6 @@ class SessionPatch(BaseModel):
     title: Title | None = None
     modelId: Text | None = None
     permissionLevel: PermissionLevel | None = None
-
-    @classmethod
-    def parse(cls, raw: bytes) -> SessionPatch:
-        """The request body, or a `bad_request` naming what is wrong with it."""
-        try:
-            return cls.model_validate_json(raw or b"{}")
-        except ValidationError as exc:
-            raise GatewayError("bad_request", describe(exc)) from None
 
 
 class ModelContext(BaseModel):

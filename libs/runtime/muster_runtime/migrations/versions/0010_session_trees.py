@@ -11,12 +11,8 @@ Revision ID: 0010
 Revises: 0009
 """
 
-import importlib.util
-from pathlib import Path
-from types import ModuleType
-
 from alembic import op
-from muster_runtime.migrate import run_script
+from muster_runtime.migrate import migration_module, run_script
 
 revision = "0010"
 down_revision = "0009"
@@ -228,22 +224,13 @@ MANAGE_CALL = """
     END IF;"""
 
 
-def _previous() -> ModuleType:
-    source = Path(__file__).with_name("0009_set_based_projector.py")
-    spec = importlib.util.spec_from_file_location("projector_0009", source)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
 def _splice(text: str, anchor: str, replacement: str) -> str:
     assert text.count(anchor) == 1, f"anchor not found once in 0009's projector: {anchor[:40]!r}"
     return text.replace(anchor, replacement)
 
 
 def project_text() -> str:
-    text: str = _previous().PROJECT
+    text: str = migration_module("0009_set_based_projector.py").PROJECT
     text = _splice(text, CREATED_FROM, CREATED_TO)
     text = _splice(text, BEFORE_UPDATES, FORK_CALL + BEFORE_UPDATES)
     return _splice(text, END_ANCHOR, MANAGE_CALL + END_ANCHOR)
@@ -256,7 +243,7 @@ def upgrade() -> None:
 
 
 def downgrade() -> None:
-    op.execute(_previous().PROJECT.strip())
+    op.execute(migration_module("0009_set_based_projector.py").PROJECT.strip())
     for function in (
         "muster_tree_status(uuid[])",
         "muster_project_manage(muster_event[], text[])",

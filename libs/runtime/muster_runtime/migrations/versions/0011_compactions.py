@@ -10,11 +10,8 @@ Revision ID: 0011
 Revises: 0010
 """
 
-import importlib.util
-from pathlib import Path
-from types import ModuleType
-
 from alembic import op
+from muster_runtime.migrate import migration_module
 
 revision = "0011"
 down_revision = "0010"
@@ -56,18 +53,9 @@ UPSERT = """
 ANCHOR = "    -- Changes to existing rows: one statement per changed row"
 
 
-def _migration(name: str) -> ModuleType:
-    source = Path(__file__).with_name(name)
-    spec = importlib.util.spec_from_file_location(source.stem, source)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
 def project_function() -> str:
     """0010's `muster_project` with the compaction upsert (later migrations extend this)."""
-    previous: str = _migration("0010_session_trees.py").project_text()
+    previous: str = migration_module("0010_session_trees.py").project_text()
     assert previous.count(ANCHOR) == 1, "anchor not found once in 0010's projector"
     return previous.replace(ANCHOR, UPSERT + ANCHOR, 1)
 
@@ -78,5 +66,5 @@ def upgrade() -> None:
 
 
 def downgrade() -> None:
-    op.execute(_migration("0010_session_trees.py").project_text().strip())
+    op.execute(migration_module("0010_session_trees.py").project_text().strip())
     op.execute("DROP TABLE compactions")
