@@ -9,6 +9,8 @@ from pathlib import Path
 from typing import Any
 
 DELEGATION_TOOLS = frozenset({"delegate", "delegate_followup"})
+# Subagents get neither delegation nor questions for the user: their parent is the handle.
+NOT_FOR_SUBAGENTS = DELEGATION_TOOLS | {"ask_user"}
 DEFAULT_FILE = Path(__file__).with_name("agents.toml")
 
 
@@ -23,7 +25,7 @@ class AgentDefinition:
 
     def tools_for(self, session_type: str) -> tuple[str, ...]:
         if session_type == "SUBAGENT":
-            return tuple(t for t in self.tools if t not in DELEGATION_TOOLS)
+            return tuple(t for t in self.tools if t not in NOT_FOR_SUBAGENTS)
         return self.tools
 
 

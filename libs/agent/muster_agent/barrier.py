@@ -49,7 +49,8 @@ async def settle_locked(uow: AbstractUnitOfWork, parent: Row) -> int:
     undelivered = await uow.undelivered_executions(parent_session_id)
     if not undelivered:
         return 0
-    if parent["phase"] not in store.RUNNING_PHASES:
+    if parent["phase"] not in (*store.RUNNING_PHASES, *store.WAITING_PHASES):
+        # A parent waiting for an approval of a later call of the round still runs its turn.
         return await _suppress(uow, parent, [e for e in undelivered if e["status"] in TERMINAL])
     state = await store.load_state(uow, parent_session_id)
     assert state is not None

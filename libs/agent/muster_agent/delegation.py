@@ -18,6 +18,7 @@ from muster_runtime.unit_of_work import AbstractUnitOfWork, SessionBusy, UnitOfW
 from muster_agent import session_store as store
 from muster_agent.agents import AgentRegistry, UnknownAgentType
 from muster_agent.session_store import SessionState
+from muster_agent.waits import Gate, decide
 
 NAMESPACE = uuid5(NAMESPACE_URL, "https://muster.dev/executions")
 STILL_RUNNING = "subagent session {} is still running; wait for its result"
@@ -54,10 +55,19 @@ class Delegator:
             # The round's ASSISTANT message is the newest one, recorded just now or before.
             round_state = store.advance(state, row["version"], parent_events)
             seq = round_state.message_count
+            waiting = False
             for call in calls:
                 try:
                     if state.session_type == "SUBAGENT":
                         raise DelegationRefused("subagents cannot delegate")
+                    decision = await decide(uow, row, call)
+                    if decision.gate == Gate.REFUSED:
+                        raise DelegationRefused(decision.reason)
+                    if decision.gate == Gate.WAITING:
+                        # An approval first; the calls after it wait with it (in call order).
+                        parent_events += decision.wait
+                        waiting = True
+                        break
                     if call["name"] == "delegate":
                         parent_events += await self._delegate(uow, round_state, call)
                     else:
@@ -68,6 +78,8 @@ class Delegator:
                         store.tool_message(call["id"], store.error_result(str(refused)))(seq)
                     )
             await uow.append(str(state.session_id), parent_events, expected_version=row["version"])
+        if waiting:
+            return store.Recorded(False, None)  # the gateway resumes it once answered
         after = store.advance(replace(state, phase=row["phase"]), row["version"], parent_events)
         return store.Recorded(True, after)
 
@@ -144,7 +156,7 @@ class Delegator:
             raise DelegationRefused(f"session {child_ref} is not a subagent session")
         if child["parent_session_id"] != state.session_id:
             raise DelegationRefused(f"session {child_ref} was not delegated by this session")
-        if child["phase"] in (*store.RUNNING_PHASES, "CANCELLING"):
+        if child["phase"] in (*store.RUNNING_PHASES, *store.WAITING_PHASES, "CANCELLING"):
             raise DelegationRefused(STILL_RUNNING.format(child_ref))
         agent_type = self._agent_type(child["agent_type"])
         runs = len(await uow.runs_of(child["session_id"]))

@@ -15,6 +15,7 @@ from uuid import UUID, uuid4
 
 from muster_contracts import events as ev
 from muster_runtime.unit_of_work import RUNNING_PHASES as RUNNING_PHASES
+from muster_runtime.unit_of_work import WAITING_PHASES as WAITING_PHASES
 from muster_runtime.unit_of_work import AbstractUnitOfWork, Row, UnitOfWorkFactory
 
 from muster_agent.history import pending_tool_calls
@@ -93,7 +94,7 @@ async def record_if_idle(
     looked (`state`): what a compaction on request records. None: drop your result."""
     async with uows() as uow:
         row = await uow.lock_session(state.session_id)
-        idle = row is not None and row["phase"] not in (*RUNNING_PHASES, "CANCELLING")
+        idle = row is not None and row["phase"] not in (*RUNNING_PHASES, *WAITING_PHASES, "CANCELLING")
         if row is None or not idle or row["message_count"] != state.message_count:
             return None
         await uow.append(str(state.session_id), events, expected_version=row["version"])

@@ -14,12 +14,15 @@ from muster_runtime import topics
 from muster_runtime.unit_of_work import OPEN_STATUSES, UnitOfWorkFactory
 
 from muster_agent import session_store as store
+from muster_agent.answers import dropped_waits
 from muster_agent.barrier import settle_locked
 from muster_agent.executions import announce, run_totals
 
 log = logging.getLogger("muster.executions")
 
 DEADLINE_PASSED = "timed out: the execution passed its deadline"
+# A LOCAL child that waited for its user's client until its deadline.
+LOCAL_CLIENT_MISSING = "the LOCAL client did not connect in time"
 
 
 async def stop_execution(
@@ -36,10 +39,14 @@ async def stop_execution(
         execution = await uow.execution(execution_id)
         if child is None or execution is None or execution["status"] not in OPEN_STATUSES:
             return False
-        if child["phase"] in (*store.RUNNING_PHASES, "CANCELLING"):
+        if error == DEADLINE_PASSED and child["phase"] == "WAITING_CLIENT":
+            error = LOCAL_CLIENT_MISSING
+        if child["phase"] in (*store.RUNNING_PHASES, *store.WAITING_PHASES, "CANCELLING"):
+            # What the child waited for is dropped with its end: nothing stays pending.
+            dropped = await dropped_waits(uow, child["session_id"])
             await uow.append(
                 str(child["session_id"]),
-                [ev.SessionPhaseChanged(phase="CANCELLED", error=error)],
+                [*dropped, ev.SessionPhaseChanged(phase="CANCELLED", error=error)],
                 expected_version=child["version"],
             )
         state = await store.load_state(uow, child["session_id"])

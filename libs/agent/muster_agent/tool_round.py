@@ -22,8 +22,9 @@ from muster_agent import session_store as store
 from muster_agent.file_changes import ChangeRecorder, record_unanswered
 from muster_agent.session_store import Item, SessionState
 from muster_agent.tools.registry import is_local_tool, run_local_tool
-from muster_agent.tools.schemas import DELEGATION_TOOL_NAMES
+from muster_agent.tools.schemas import DELEGATION_TOOL_NAMES, USER_TOOL_NAMES
 from muster_agent.tools.workspace import Workspace
+from muster_agent.waits import Gate, Passed, needs_gate, pass_gate
 
 log = logging.getLogger("muster.loop")
 
@@ -59,12 +60,22 @@ async def run_local_calls(
         if refusal is not None:
             carry.append(store.tool_message(call["id"], store.error_result(refusal)))
             continue
-        carry.append(
-            ev.ToolCallStarted(message_id=round_message_id, tool_call_id=call["id"], name=call["name"])
-        )
-        current = await _record(deps, current, carry, changes)
-        if current is None:
-            return None
+        assert current is not None
+        if needs_gate(call["name"], current):
+            passed = await pass_gate(deps.uows, current, call, carry, round_message_id, changes.blobs)
+            current = await _after_gate(deps, current, passed, carry, changes)
+            carry = []
+            if current is None or passed.gate == Gate.WAITING:
+                return None  # the session waits (or no longer runs here): this run ends
+            if passed.gate == Gate.REFUSED:
+                continue
+        else:
+            carry.append(
+                ev.ToolCallStarted(message_id=round_message_id, tool_call_id=call["id"], name=call["name"])
+            )
+            current = await _record(deps, current, carry, changes)
+            if current is None:
+                return None
         pending = await changes.before(call)
         outcome = await run_local_tool(workspace, call["name"], call["arguments"])
         log.info(
@@ -96,6 +107,21 @@ async def _record(
     return recorded
 
 
+async def _after_gate(
+    deps: Any, state: SessionState, passed: Passed, carry: list[Item], changes: ChangeRecorder
+) -> SessionState | None:
+    if passed.gate == Gate.GONE:
+        # As in `_record`: the files of a change in `carry` did change.
+        unanswered = [item for item in carry if isinstance(item, ev.FileChanged)]
+        await record_unanswered(deps.uows, state.session_id, unanswered, changes.blobs)
+    changes.blobs.clear()
+    if passed.gate == Gate.WAITING:
+        log.info(
+            "tool_call_waiting session=%s phase=%s", state.session_id, passed.state and passed.state.phase
+        )
+    return passed.state
+
+
 async def _recorded_result(deps: Any, state: SessionState, tool_call_id: str) -> str | None:
     async with deps.uows() as uow:
         result: str | None = await uow.tool_result(state.session_id, tool_call_id)
@@ -114,7 +140,7 @@ def _refusal(name: str, allowed: frozenset[str]) -> str | None:
     start, so a refused call never counts as interrupted."""
     if name in DELEGATION_TOOL_NAMES:
         return "subagents cannot delegate" if name not in allowed else None
-    if not is_local_tool(name):
+    if not is_local_tool(name) and name not in USER_TOOL_NAMES:
         return f"unknown tool {name!r}"
     if name not in allowed:
         return f"tool {name!r} is not available to this agent"

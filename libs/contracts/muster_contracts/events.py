@@ -15,7 +15,17 @@ from pydantic import Field, TypeAdapter
 from muster_contracts.envelope import Message
 
 SessionType = Literal["NORMAL", "SIDE_TASK", "SUBAGENT"]
-Phase = Literal["RUNNING", "RESUMING", "COMPLETED", "FAILED", "CANCELLING", "CANCELLED"]
+Phase = Literal[
+    "RUNNING",
+    "RESUMING",
+    "WAITING_APPROVAL",
+    "WAITING_INPUT",
+    "WAITING_CLIENT",
+    "COMPLETED",
+    "FAILED",
+    "CANCELLING",
+    "CANCELLED",
+]
 Role = Literal["USER", "ASSISTANT", "TOOL"]
 PermissionLevel = Literal["auto", "ask", "read_only"]
 ExecutionMode = Literal["CLOUD", "LOCAL"]
@@ -255,6 +265,15 @@ from muster_contracts.session_events import (  # noqa: E402
     SessionUnarchived,
     SideSessionCreated,
 )
+from muster_contracts.wait_events import (  # noqa: E402
+    WAIT_EVENTS,
+    ApprovalRequested,
+    ApprovalResolved,
+    QuestionAsked,
+    QuestionResolved,
+    ToolRequested,
+    ToolRequestResolved,
+)
 
 AnyEvent = Annotated[
     SessionCreated
@@ -280,7 +299,13 @@ AnyEvent = Annotated[
     | SessionDeleted
     | SessionPromoted
     | SessionRead
-    | SessionTreeStatusChanged,
+    | SessionTreeStatusChanged
+    | ApprovalRequested
+    | ApprovalResolved
+    | QuestionAsked
+    | QuestionResolved
+    | ToolRequested
+    | ToolRequestResolved,
     Field(discriminator="type"),
 ]
 EVENTS: TypeAdapter[DomainEvent] = TypeAdapter(AnyEvent)
@@ -303,5 +328,6 @@ EVENT_TYPES: dict[str, type[DomainEvent]] = {
         FileChanged,
         CompactionRecorded,
         *SESSION_EVENTS,
+        *WAIT_EVENTS,
     )
 }

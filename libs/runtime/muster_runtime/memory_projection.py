@@ -8,8 +8,10 @@ from typing import Any
 from uuid import UUID
 
 from muster_contracts import events as ev
+from muster_contracts import session_events as se
 
 from muster_runtime.eventstore import StoredEvent
+from muster_runtime.memory_waits import apply_settings, project_wait
 
 Row = dict[str, Any]
 EXECUTION_STREAM = (ev.ExecutionStarted, ev.ExecutionFinished, ev.ExecutionDelivered, ev.ExecutionRecovering)
@@ -23,6 +25,7 @@ class Tables:
     executions: dict[UUID, Row] = field(default_factory=dict)
     inputs: dict[UUID, Row] = field(default_factory=dict)
     compactions: dict[UUID, Row] = field(default_factory=dict)
+    waits: dict[UUID, Row] = field(default_factory=dict)
 
     def copy(self) -> Tables:
         """A copy a transaction may change: rows are copied, their values are not (the
@@ -34,6 +37,7 @@ class Tables:
             executions={k: dict(v) for k, v in self.executions.items()},
             inputs={k: dict(v) for k, v in self.inputs.items()},
             compactions={k: dict(v) for k, v in self.compactions.items()},
+            waits={k: dict(v) for k, v in self.waits.items()},
         )
 
 
@@ -83,6 +87,10 @@ def project(tables: Tables, stored: StoredEvent) -> None:
             "session_id": str(session_id),
             "position": stored.position,
         }
+    elif isinstance(event, se.SessionSettingsChanged) and session_id in tables.sessions:
+        apply_settings(tables.sessions[session_id], event)
+    else:
+        project_wait(tables.waits, tables.sessions, session_id, event, stored.position, at)
     _touch_session(tables, session_id, stored)
 
 

@@ -230,6 +230,23 @@ class InMemoryUnitOfWork(AbstractUnitOfWork):
         ]
         return sorted(runs, key=lambda e: e["round"])
 
+    async def wait(self, wait_id: UUID, *, lock: bool = False) -> Row | None:
+        row = self._tables.waits.get(wait_id)
+        return dict(row) if row is not None else None
+
+    async def call_wait(self, session_id: UUID, tool_call_id: str) -> Row | None:
+        waits = [
+            w
+            for w in self._tables.waits.values()
+            if w["session_id"] == session_id and w["tool_call_id"] == tool_call_id
+        ]
+        return dict(max(waits, key=lambda w: w["position"])) if waits else None
+
+    async def pending_waits(self, session_id: UUID) -> list[Row]:
+        waits = self._tables.waits.values()
+        pending = [dict(w) for w in waits if w["session_id"] == session_id and w["status"] == "pending"]
+        return sorted(pending, key=lambda w: w["position"])
+
     async def lease_live(self, resource_id: str, now: datetime) -> bool | None:
         held = self._work.leases.get(resource_id)
         return None if held is None else held[1] > now

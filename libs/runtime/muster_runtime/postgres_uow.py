@@ -200,6 +200,28 @@ class PostgresUnitOfWork(AbstractUnitOfWork):
         )
         return [dict(r) for r in rows]
 
+    async def wait(self, wait_id: UUID, *, lock: bool = False) -> Row | None:
+        query = "SELECT * FROM session_waits WHERE wait_id = $1" + (" FOR UPDATE" if lock else "")
+        conn = await self.connection() if lock else self._reader()
+        row = await conn.fetchrow(query, wait_id)
+        return dict(row) if row is not None else None
+
+    async def call_wait(self, session_id: UUID, tool_call_id: str) -> Row | None:
+        row = await self._reader().fetchrow(
+            """SELECT * FROM session_waits WHERE session_id = $1 AND tool_call_id = $2
+               ORDER BY position DESC LIMIT 1""",
+            session_id,
+            tool_call_id,
+        )
+        return dict(row) if row is not None else None
+
+    async def pending_waits(self, session_id: UUID) -> list[Row]:
+        rows = await self._reader().fetch(
+            "SELECT * FROM session_waits WHERE session_id = $1 AND status = 'pending' ORDER BY position",
+            session_id,
+        )
+        return [dict(r) for r in rows]
+
     async def lease_live(self, resource_id: str, now: datetime) -> bool | None:
         live: bool | None = await self._reader().fetchval(
             "SELECT expires_at > $2::timestamptz FROM leases WHERE resource_id = $1", resource_id, now

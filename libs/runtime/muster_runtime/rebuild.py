@@ -33,6 +33,7 @@ PROJECTION_TABLES = (
     "executions",
     "file_changes",
     "compactions",
+    "session_waits",
 )
 
 LOCK_TIMEOUT_MS = 200

@@ -13,7 +13,7 @@ Decisions use only this interface, so they run unchanged on `PostgresUnitOfWork`
 Both pass `tests/unit/runtime/test_unit_of_work_contract.py`.
 
 Rows are plain mappings with the projection tables' column names (`sessions`, `messages`,
-`executions`, `session_inputs`).
+`executions`, `session_inputs`, `session_waits`).
 """
 
 from __future__ import annotations
@@ -34,6 +34,9 @@ from muster_runtime.eventstore import Recorded, StoredEvent
 Row = dict[str, Any]
 OPEN_STATUSES = ("RUNNING", "RECOVERING")  # an execution's
 RUNNING_PHASES = ("RUNNING", "RESUMING")  # a session's turn runs (recovery's RESUMING included)
+# A session's turn waits for a person (approval, answer) or for its LOCAL client: no
+# process holds it; the answer, recorded by the gateway, makes it RUNNING again.
+WAITING_PHASES = ("WAITING_APPROVAL", "WAITING_INPUT", "WAITING_CLIENT")
 
 
 class SessionBusy(Exception):
@@ -168,6 +171,19 @@ class AbstractUnitOfWork(abc.ABC):
     @abc.abstractmethod
     async def runs_of(self, child_session_id: UUID) -> list[Row]:
         """The executions that ran the child session, by round (a follow-up is the next)."""
+
+    @abc.abstractmethod
+    async def wait(self, wait_id: UUID, *, lock: bool = False) -> Row | None:
+        """A wait (`session_waits` row: an approval, a question or a LOCAL tool request),
+        locked until commit with `lock`."""
+
+    @abc.abstractmethod
+    async def call_wait(self, session_id: UUID, tool_call_id: str) -> Row | None:
+        """The newest wait of a tool call (an approval's decision, say), if any."""
+
+    @abc.abstractmethod
+    async def pending_waits(self, session_id: UUID) -> list[Row]:
+        """The session's waits not yet resolved, oldest first."""
 
     @abc.abstractmethod
     async def lease_live(self, resource_id: str, now: datetime) -> bool | None:

@@ -27,17 +27,21 @@ from muster_runtime.outbox import OutboxRelay
 from muster_runtime.service import make_broker
 from muster_runtime.settings import Settings
 
-from muster_gateway import rest, rest_sessions, streams, ws
+from muster_gateway import rest, rest_sessions, rest_waits, streams, ws
 from muster_gateway.auth import Authenticator
 from muster_gateway.context import Gateway
 from muster_gateway.fanout import Hub
+from muster_gateway.local_tools import LocalTools
 from muster_gateway.metrics import Metrics
 
 log = logging.getLogger("muster.gateway")
 LIVE_EVENTS = "gateway-live-events"  # the subscriber's AsyncAPI title
+TOOL_REQUESTED = b'"ToolRequested"'
 
 
-def build_broker(settings: Settings, ring: Callable[[str], None]) -> KafkaBroker:
+def build_broker(
+    settings: Settings, ring: Callable[[str], None], local: LocalTools | None = None
+) -> KafkaBroker:
     """The live-event consumer. Its own group per instance: every gateway must see every
     event, since any of them may hold a subscriber of any session."""
     # Our log format (per-message lines only at DEBUG), adaptive fetch wait, patient start.
@@ -58,8 +62,13 @@ def build_broker(settings: Settings, ring: Callable[[str], None]) -> KafkaBroker
         # The record key is the stream id: no need to parse the payload to ring the hub.
         # A keyless record cannot name a stream; skipping it loses nothing (the store is
         # read on the next ring or poll).
-        for stream_id in {record.key for record in records_of(msg.raw_message) if record.key}:
+        records = records_of(msg.raw_message)
+        for stream_id in {record.key for record in records if record.key}:
             ring(stream_id.decode(errors="replace"))
+        # A LOCAL client's tool request: a byte search, so other records cost no parsing.
+        for record in records:
+            if local is not None and record.key and record.value and TOOL_REQUESTED in record.value:
+                local.requested(record.key.decode(errors="replace"))
 
     # Documentation only (AsyncAPI): the gateway's commands reach Kafka through the outbox.
     broker.publisher(
@@ -123,6 +132,8 @@ def build_app(settings: Settings, *, tokens: Mapping[str, str], kafka: bool = Tr
                 poll_interval_s=5.0 if kafka else 0.2,
             )
             stack.push_async_callback(hub.close)
+            local = LocalTools(pool, poll_interval_s=5.0 if kafka else 0.2)
+            stack.push_async_callback(local.close)
             metrics.subscriptions.set_function(hub.subscription_count)
 
             def background(name: str, run: Callable[[], Awaitable[Any]]) -> None:
@@ -139,11 +150,12 @@ def build_app(settings: Settings, *, tokens: Mapping[str, str], kafka: bool = Tr
                 background("outbox-dispatch", dispatcher.run)
                 relay = OutboxRelay(pool, settings.database_url, publisher(producer))
                 background("outbox-relay", relay.run)
-                broker = build_broker(settings, hub.ring)
+                broker = build_broker(settings, hub.ring, local)
                 await broker.start()
                 stack.push_async_callback(broker.stop)
             background("fanout-poller", hub.run_poller)
-            app.state.gateway = Gateway(settings, auth, metrics, pool, hub)
+            background("local-tools-poller", local.run_poller)
+            app.state.gateway = Gateway(settings, auth, metrics, pool, hub, local)
             log.info("gateway_started instance_id=%s kafka=%s", settings.instance_id, kafka)
             try:
                 yield
@@ -156,6 +168,7 @@ def build_app(settings: Settings, *, tokens: Mapping[str, str], kafka: bool = Tr
     app.state.gateway = None
     app.include_router(rest.router)
     app.include_router(rest_sessions.router)
+    app.include_router(rest_waits.router)
     app.include_router(ws.router)
     rest.install_error_handlers(app)
 

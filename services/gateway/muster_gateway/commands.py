@@ -18,6 +18,7 @@ from typing import Any, TypeVar
 from uuid import UUID, uuid4
 
 import asyncpg
+from muster_agent.answers import dropped_waits
 from muster_contracts.commands import CancelSession, CompactSession, ProcessSession
 from muster_contracts.events import (
     DomainEvent,
@@ -29,6 +30,7 @@ from muster_contracts.events import (
 from muster_runtime import eventstore, topics
 from muster_runtime.db import Connection, Pool
 from muster_runtime.postgres_uow import PostgresUnitOfWork
+from muster_runtime.unit_of_work import WAITING_PHASES as WAITING
 
 from muster_gateway.errors import GatewayError
 from muster_gateway.protocol import CreateSessionData, SendMessageData
@@ -36,8 +38,11 @@ from muster_gateway.queries import owned, parse_session_id
 
 log = logging.getLogger("muster.gateway.commands")
 
-ACTIVE_PHASES = frozenset({"RUNNING", "RESUMING", "CANCELLING"})
-CANCELLABLE_PHASES = frozenset({"RUNNING", "RESUMING"})
+# A turn waiting for an approval, an answer or its LOCAL client is still the running turn:
+# messages queue behind it and a cancel ends it (dropping what it waited for).
+WAITING_PHASES = frozenset(WAITING)
+ACTIVE_PHASES = frozenset({"RUNNING", "RESUMING", "CANCELLING"}) | WAITING_PHASES
+CANCELLABLE_PHASES = frozenset({"RUNNING", "RESUMING"}) | WAITING_PHASES
 CLIENT_KEY = "session_inputs_client_key"
 ATTEMPTS = 6
 T = TypeVar("T")
@@ -200,6 +205,8 @@ async def cancel(pool: Pool, user_id: str, raw_id: str) -> dict[str, Any]:
             ]
             running = row["phase"] in CANCELLABLE_PHASES
             events: list[DomainEvent] = []
+            if row["phase"] in WAITING_PHASES:
+                events += await dropped_waits(uow, row["session_id"])
             if running:
                 events.append(SessionPhaseChanged(phase="CANCELLED", error=None))
             if queued:

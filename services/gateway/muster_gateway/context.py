@@ -12,6 +12,7 @@ from starlette.applications import Starlette
 from muster_gateway.auth import Authenticator
 from muster_gateway.errors import GatewayError
 from muster_gateway.fanout import Hub
+from muster_gateway.local_tools import LocalTools
 from muster_gateway.metrics import Metrics
 
 
@@ -22,6 +23,7 @@ class Gateway:
     metrics: Metrics
     pool: Pool
     hub: Hub
+    local: LocalTools
 
 
 def gateway_of(app: Starlette) -> Gateway:

@@ -16,7 +16,7 @@ from muster_contracts import events as ev
 from muster_contracts.upcasting import UnknownEventType, load_event
 from pydantic import ValidationError
 
-from muster_gateway import tree_frames
+from muster_gateway import tree_frames, wait_frames
 
 log = logging.getLogger("muster.gateway.frames")
 
@@ -27,8 +27,9 @@ def iso(moment: datetime) -> str:
 
 
 def client_phase(phase: str | None) -> str | None:
-    # RESUMING is internal crash recovery; clients see the turn as still running.
-    return "RUNNING" if phase == "RESUMING" else phase
+    # RESUMING is internal crash recovery, WAITING_CLIENT a file tool running on the user's
+    # LOCAL client: clients see the turn as still running.
+    return "RUNNING" if phase in ("RESUMING", "WAITING_CLIENT") else phase
 
 
 def client_status(status: str) -> str:
@@ -162,7 +163,7 @@ def render(session_id: str, event: ev.DomainEvent) -> tuple[str, dict[str, Any]]
                 "messageIds": [str(m) for m in event.message_ids],
                 "reason": event.reason,
             }
-    return tree_frames.render(session_id, event)
+    return tree_frames.render(session_id, event) or wait_frames.render(event)
 
 
 def event_frame(

@@ -7,6 +7,7 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 from typing import Any
 
+from muster_agent.answers import drop_events
 from muster_contracts.commands import CancelSession
 from muster_contracts.events import DomainEvent, QueuedMessagesDropped, SessionPhaseChanged
 from muster_contracts.session_events import (
@@ -91,6 +92,12 @@ async def delete(pool: Pool, user_id: str, raw_id: str) -> None:
         _not_subagent(row, "delete")
         events: list[DomainEvent] = []
         running = row["phase"] in CANCELLABLE_PHASES
+        pending = await conn.fetch(
+            """SELECT wait_id, kind FROM session_waits
+               WHERE session_id = $1 AND status = 'pending' ORDER BY position""",
+            row["session_id"],
+        )
+        events += drop_events([dict(r) for r in pending])  # what it waited for ends with it
         if running:
             events.append(SessionPhaseChanged(phase="CANCELLED"))
         queued = await conn.fetch(

@@ -86,6 +86,33 @@ class SubscribeData(_Data):
     afterPosition: Annotated[int, Field(ge=0, le=MAX_POSITION)] | None = None
 
 
+Reason = Annotated[str, Field(max_length=2000), AfterValidator(_storable)]
+
+
+class AnswerApprovalData(_Data):
+    approvalId: Text
+    decision: Literal["approve", "deny"]
+    reason: Reason | None = None
+
+
+class AnswerQuestionData(_Data):
+    questionId: Text
+    answer: Annotated[str, AfterValidator(_storable)]
+
+
+class HelloData(_Data):
+    """`localTools: true` declares a LOCAL client: it is sent its user's tool requests."""
+
+    localTools: bool = False
+    client: Text | None = None  # the client's name and version, for the logs
+
+
+class ToolResultData(_Data):
+    requestId: Text
+    # The tool's outcome (`{"success": …}`), as an object or as its JSON text.
+    result: dict[str, Any] | Annotated[str, AfterValidator(_storable)]
+
+
 class EmptyData(_Data):
     model_config = ConfigDict(extra="ignore")
 
@@ -112,6 +139,10 @@ FRAME_TYPES: dict[str, FrameSpec] = {
     "subscribe": FrameSpec(SubscribeData, needs_session=True),
     "unsubscribe": FrameSpec(EmptyData, needs_session=True),
     "ping": FrameSpec(EmptyData, needs_session=False),
+    "answer_approval": FrameSpec(AnswerApprovalData, needs_session=True),
+    "answer_question": FrameSpec(AnswerQuestionData, needs_session=True),
+    "hello": FrameSpec(HelloData, needs_session=False),
+    "tool_result": FrameSpec(ToolResultData, needs_session=True),
 }
 
 

@@ -19,7 +19,7 @@ from typing import Any
 from fastapi import APIRouter, WebSocket
 from starlette.websockets import WebSocketDisconnect
 
-from muster_gateway import commands, queries, side_sessions, streams
+from muster_gateway import commands, queries, side_sessions, streams, ws_waits
 from muster_gateway.auth import bearer_token
 from muster_gateway.context import Gateway, gateway_of
 from muster_gateway.errors import GatewayError, ws_frame
@@ -129,6 +129,10 @@ HANDLERS: dict[str, Handler] = {
     "subscribe": _subscribe,
     "unsubscribe": _unsubscribe,
     "ping": _ping,
+    "answer_approval": ws_waits.answer_approval,
+    "answer_question": ws_waits.answer_question,
+    "tool_result": ws_waits.tool_result,
+    "hello": ws_waits.hello,
 }
 
 
@@ -179,6 +183,7 @@ async def websocket(ws: WebSocket) -> None:
         pass
     finally:
         gw.hub.drop(client)
+        gw.local.detach(client)
         gw.metrics.connections.dec()
         writer.cancel()
         await asyncio.gather(writer, return_exceptions=True)

@@ -76,6 +76,8 @@ async def _begin_locked(uow: AbstractUnitOfWork, row: Mapping[str, Any]) -> bool
     if row["phase"] in store.RUNNING_PHASES:
         log.info("session_loop_start session=%s phase=%s", row["session_id"], row["phase"])
         return True
+    if row["phase"] in store.WAITING_PHASES:
+        return False  # its answer resumes it; queued input waits for the turn's end
     return await store.start_next_turn(uow, row)
 
 

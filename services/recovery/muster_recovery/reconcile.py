@@ -44,7 +44,8 @@ LIMIT 500
 STALE_INPUTS = """
 SELECT DISTINCT i.session_id FROM session_inputs i JOIN sessions s USING (session_id)
 WHERE i.state = 'QUEUED' AND i.queued_at < $1::timestamptz - make_interval(secs => $2)
-  AND (s.phase IS NULL OR s.phase NOT IN ('RUNNING', 'RESUMING'))
+  AND (s.phase IS NULL OR s.phase NOT IN ('RUNNING', 'RESUMING', 'WAITING_APPROVAL',
+                                          'WAITING_INPUT', 'WAITING_CLIENT'))
   AND s.session_type <> 'SUBAGENT'
 LIMIT 500
 """
@@ -84,20 +85,27 @@ async def reconcile_sessions(
     return len(resumed) + len(stale)
 
 
+# A child waiting for a person or its LOCAL client needs no runner: its answer resumes it.
 ORPHANED_EXECUTIONS = """
-SELECT e.execution_id FROM executions e
+SELECT e.execution_id FROM executions e JOIN sessions c ON c.session_id = e.child_session_id
 WHERE e.status IN ('RUNNING', 'RECOVERING') AND e.started_at < $1::timestamptz - make_interval(secs => $2)
   AND (e.deadline_at + make_interval(secs => $3)) > $1::timestamptz
+  AND c.phase IS DISTINCT FROM 'WAITING_APPROVAL' AND c.phase IS DISTINCT FROM 'WAITING_INPUT'
+  AND c.phase IS DISTINCT FROM 'WAITING_CLIENT'
   AND NOT EXISTS (SELECT 1 FROM leases l
                   WHERE l.resource_id = e.execution_id::text AND l.expires_at > $1::timestamptz)
 LIMIT 500
 """
 
 # Deadlines are absolute (`deadline_at` was fixed when the execution started), so a
-# restart never grants a run more time.
+# restart never grants a run more time. The grace lets a running worker stop by itself; a
+# waiting child has no worker, so it ends at its deadline.
 EXPIRED_EXECUTIONS = """
-SELECT execution_id FROM executions
-WHERE status IN ('RUNNING', 'RECOVERING') AND deadline_at + make_interval(secs => $2) < $1::timestamptz
+SELECT e.execution_id FROM executions e JOIN sessions c ON c.session_id = e.child_session_id
+WHERE e.status IN ('RUNNING', 'RECOVERING')
+  AND (e.deadline_at + make_interval(secs => $2) < $1::timestamptz
+       OR (e.deadline_at < $1::timestamptz
+           AND c.phase IN ('WAITING_APPROVAL', 'WAITING_INPUT', 'WAITING_CLIENT')))
 LIMIT 500
 """
 

@@ -20,6 +20,7 @@ log = logging.getLogger("muster.worker")
 
 CONSUMER = "subagent-worker"
 TERMINAL = ("COMPLETED", "FAILED", "CANCELLED")
+STOPPED = ("CANCELLING", "CANCELLED")
 
 
 @dataclass
@@ -81,9 +82,10 @@ async def revive_child(uow: AbstractUnitOfWork, execution_id: UUID, child_id: UU
     """An open execution whose child session does not run — its phase never set (a crash
     right after creation) or already ended (its final answer recorded but not the
     execution's end) — runs again: the loop then finishes a recorded answer without calling
-    the model, or carries on from the last complete round. A cancelled child stays so."""
+    the model, or carries on from the last complete round. A cancelled child stays so, and
+    a waiting one waits (its answer resumes it)."""
     child = await uow.lock_session(child_id)
-    if child is None or child["phase"] in (*store.RUNNING_PHASES, "CANCELLING", "CANCELLED"):
+    if child is None or child["phase"] in (*store.RUNNING_PHASES, *store.WAITING_PHASES, *STOPPED):
         return
     await uow.append(
         str(child_id), [ev.SessionPhaseChanged(phase="RUNNING")], expected_version=child["version"]

@@ -41,7 +41,13 @@ class World:
         )
 
     async def session(
-        self, content: str, *, session_type: str = "NORMAL", agent_type: str = "general"
+        self,
+        content: str,
+        *,
+        session_type: str = "NORMAL",
+        agent_type: str = "general",
+        permission_level: str = "auto",
+        execution_mode: str = "CLOUD",
     ) -> UUID:
         sid = uuid4()
         async with self.store.uow() as uow:
@@ -51,6 +57,8 @@ class World:
                     ev.SessionCreated(
                         session_id=sid, user_id="alice", root_session_id=sid,
                         session_type=session_type, agent_type=agent_type,  # type: ignore[arg-type]
+                        permission_level=permission_level,  # type: ignore[arg-type]
+                        execution_mode=execution_mode,  # type: ignore[arg-type]
                     ),
                     ev.MessageRecorded(message_id=uuid4(), seq=1, role="USER", content=content),
                     ev.SessionPhaseChanged(phase="RUNNING"),

@@ -12,7 +12,7 @@ from muster_agent.tools import (
 )
 
 ORDER = ["read_file", "write_file", "edit_file", "delete_file", "list_files", "delegate",
-         "delegate_followup"]
+         "delegate_followup", "ask_user"]
 
 
 def test_name_sets() -> None:
@@ -33,7 +33,7 @@ def test_every_schema_is_a_well_formed_function_tool() -> None:
         params = function["parameters"]
         assert params["type"] == "object"
         assert set(params["required"]) <= set(params["properties"])
-        assert all(p["type"] in ("string", "boolean") for p in params["properties"].values())
+        assert all(p["type"] in ("string", "boolean", "array") for p in params["properties"].values())
 
 
 @pytest.mark.parametrize(

@@ -12,6 +12,7 @@ from uuid import UUID, uuid4
 
 import pytest
 from muster_contracts import events as ev
+from muster_contracts import wait_events as we
 from muster_runtime import eventstore, rebuild
 from muster_runtime.db import Pool, create_pool
 from muster_runtime.rebuild import PROJECTION_TABLES
@@ -81,6 +82,15 @@ async def delegated_turn(pool: Pool) -> dict[str, UUID]:
     child_answer, child_final = uuid4(), uuid4()
     await append(pool, child, ev.MessageRecorded(message_id=child_answer, seq=2, role="ASSISTANT", content="",
                                                  tool_calls=calls("write_file")))
+    # The write waited for an approval (one append each), and a question came and went in one.
+    approval, question = uuid4(), uuid4()
+    await append(pool, child, we.ApprovalRequested(approval_id=approval, tool_call_id="call-write_file",
+                                                   tool="write_file", arguments={"path": "c.txt"}),
+                 ev.SessionPhaseChanged(phase="WAITING_APPROVAL"))
+    await append(pool, child, we.ApprovalResolved(approval_id=approval, decision="approve"),
+                 ev.SessionPhaseChanged(phase="RUNNING"))
+    await append(pool, child, we.QuestionAsked(question_id=question, tool_call_id="q", question="sure?"),
+                 we.QuestionResolved(question_id=question, outcome="dropped"))
     await append(pool, child, ev.ToolCallStarted(message_id=child_answer, tool_call_id="call-write_file", name="write_file"),
                  ev.MessageRecorded(message_id=uuid4(), seq=3, role="TOOL", content="{}", tool_call_id="call-write_file"),
                  ev.FileChanged(change_id=uuid4(), message_id=child_answer, message_seq=2, tool_call_id="call-write_file",

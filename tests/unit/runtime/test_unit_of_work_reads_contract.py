@@ -147,3 +147,37 @@ async def test_session_state_carries_the_latest_compaction(work: Harness) -> Non
     assert (snapshot.compaction["boundary_seq"], snapshot.compaction["summary"]) == (2, "two")
     assert snapshot.compaction["boundary_message_id"] == str(second.message_id)
     assert len(snapshot.messages) == 2  # compaction hides nothing from the stored history
+
+
+async def test_waits_are_pending_until_resolved_and_a_calls_newest_wait_is_its_decision(work: Harness) -> None:
+    from muster_contracts import session_events as se
+    from muster_contracts import wait_events as we
+
+    sid = await new_session(work)
+    first, second, question = uuid4(), uuid4(), uuid4()
+    async with work.uow() as uow:
+        await uow.append(str(sid), [
+            we.ApprovalRequested(approval_id=first, tool_call_id="c1", tool="write_file", arguments={"path": "a"}),
+            we.ApprovalResolved(approval_id=first, decision="dropped"),
+            we.ApprovalRequested(approval_id=second, tool_call_id="c1", tool="write_file", arguments={"path": "a"}),
+            we.QuestionAsked(question_id=question, tool_call_id="c2", question="why?", options=["a"]),
+            se.SessionSettingsChanged(permission_level="ask"),
+        ], expected_version=1)  # fmt: skip
+    async with work.uow() as uow:
+        assert [w["wait_id"] for w in await uow.pending_waits(sid)] == [second, question]
+        newest = await uow.call_wait(sid, "c1")
+        assert newest is not None and (newest["wait_id"], newest["status"]) == (second, "pending")
+        assert (await uow.wait(first) or {})["status"] == "dropped"
+        asked = await uow.wait(question, lock=True)
+        assert asked is not None and (asked["kind"], asked["detail"]["question"]) == ("question", "why?")
+        assert asked["user_id"] == (await uow.lock_session(sid) or {})["user_id"]
+        assert (await uow.lock_session(sid) or {})["permission_level"] == "ask"
+        assert await uow.wait(uuid4()) is None and await uow.call_wait(sid, "nope") is None
+        await uow.append(str(sid), [
+            we.ApprovalResolved(approval_id=second, decision="approve"),
+            we.QuestionResolved(question_id=question, outcome="answered"),
+        ], expected_version=6)  # fmt: skip
+    async with work.uow() as uow:
+        assert await uow.pending_waits(sid) == []
+        assert (await uow.call_wait(sid, "c1") or {})["status"] == "approved"
+        assert (await uow.wait(question) or {})["status"] == "answered"

@@ -92,13 +92,29 @@ _SCHEMAS: dict[str, dict[str, Any]] = {
         },
         ["child_session_id", "task"],
     ),
+    "ask_user": _function(
+        "ask_user",
+        "Ask the user a question and wait for the answer, which becomes this tool's result. "
+        "Offer options when the answer is a choice.",
+        {
+            "question": {"type": "string", "description": "The question, self-contained."},
+            "options": {
+                "type": "array",
+                "items": {"type": "string"},
+                "description": "Possible answers to choose from, if any.",
+            },
+        },
+        ["question"],
+    ),
 }
 
 LOCAL_TOOL_NAMES: frozenset[str] = frozenset(
     {"read_file", "write_file", "edit_file", "delete_file", "list_files"}
 )
 DELEGATION_TOOL_NAMES: frozenset[str] = frozenset({"delegate", "delegate_followup"})
-ALL_TOOL_NAMES: frozenset[str] = LOCAL_TOOL_NAMES | DELEGATION_TOOL_NAMES
+# Answered by the user, not run: only sessions with a user in the loop get it.
+USER_TOOL_NAMES: frozenset[str] = frozenset({"ask_user"})
+ALL_TOOL_NAMES: frozenset[str] = LOCAL_TOOL_NAMES | DELEGATION_TOOL_NAMES | USER_TOOL_NAMES
 
 
 def tool_schemas(allowed: Iterable[str]) -> list[dict[str, Any]]:

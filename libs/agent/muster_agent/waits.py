@@ -1,0 +1,139 @@
+"""The gate a tool call passes before it runs: the session's permission level (`ask` waits
+for an approval, `read_only` refuses), its execution mode (a LOCAL session's file tools
+wait for the user's client) and `ask_user` (waits for the user's answer).
+
+The gate reads the session's row under its lock, in the transaction that records the
+call's start (or its wait, or its refusal): a `PATCH` of the permission level applies from
+the next tool call, and a wait is recorded exactly once. A waiting session holds no task,
+lease or slot: the loop stops, and the gateway records the answer and resumes it.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+from uuid import UUID, uuid4
+
+from muster_contracts import events as ev
+from muster_contracts import wait_events as we
+from muster_runtime.unit_of_work import AbstractUnitOfWork, Row, UnitOfWorkFactory
+
+from muster_agent import session_store as store
+from muster_agent.session_store import Item, SessionState
+from muster_agent.tools.schemas import LOCAL_TOOL_NAMES, USER_TOOL_NAMES
+
+# What `ask` holds for approval: the tools that change files or start work.
+GATED_TOOLS = frozenset({"write_file", "edit_file", "delete_file", "delegate", "delegate_followup"})
+READ_ONLY = "refused: the session is read_only, so {tool} (which changes files or starts work) may not run"
+
+
+class Gate:
+    RUN = "run"  # its start is recorded: run it here
+    REFUSED = "refused"  # its error result is recorded: go on with the next call
+    WAITING = "waiting"  # its wait is recorded: the loop stops
+    GONE = "gone"  # the session no longer runs here (or moved): nothing recorded
+
+
+@dataclass(frozen=True)
+class Passed:
+    gate: str
+    state: SessionState | None = None
+
+
+def needs_gate(name: str, state: SessionState) -> bool:
+    """Whether a call must pass the locked gate (the common case, a CLOUD `auto` session
+    reading a file, records its start in one round trip without it)."""
+    return name in GATED_TOOLS or name in USER_TOOL_NAMES or state.execution_mode == "LOCAL"
+
+
+@dataclass(frozen=True)
+class Decision:
+    gate: str
+    wait: tuple[ev.DomainEvent, ...] = ()  # WAITING: the wait's events, its phase included
+    reason: str = ""  # REFUSED: the error result's reason
+    # The call's start is recorded: it runs here, or it may run (or be answered) any time
+    # now elsewhere, so it is never run twice. An approval's wait is before the start.
+    starts: bool = False
+
+
+async def pass_gate(
+    uows: UnitOfWorkFactory,
+    state: SessionState,
+    call: dict[str, Any],
+    carry: Sequence[Item],
+    round_message_id: UUID,
+    blobs: Mapping[str, str],
+) -> Passed:
+    """Record `carry`, then the call's start, wait or refusal, in one transaction."""
+    async with uows() as uow:
+        row, found = await store.lock_if_current(uow, state.session_id, state.message_count)
+        if row is None or found != store.Lock.CURRENT:
+            return Passed(Gate.GONE)
+        events = store.message_items(carry, row["message_count"] + 1)
+        decision = await decide(uow, row, call)
+        if decision.gate == Gate.REFUSED:
+            seq = row["message_count"] + sum(isinstance(e, ev.MessageRecorded) for e in events) + 1
+            events.append(store.tool_message(call["id"], store.error_result(decision.reason))(seq))
+        if decision.starts:
+            events.append(
+                ev.ToolCallStarted(message_id=round_message_id, tool_call_id=call["id"], name=call["name"])
+            )
+        events += decision.wait
+        await uow.store_blobs(blobs)
+        await uow.append(str(state.session_id), events, expected_version=row["version"])
+    return Passed(decision.gate, store.advance(state, row["version"], events))
+
+
+async def decide(uow: AbstractUnitOfWork, row: Row, call: dict[str, Any]) -> Decision:
+    """With the session locked: may `call` run here now?"""
+    name = call["name"]
+    if name in USER_TOOL_NAMES:
+        question = _question(call)
+        if isinstance(question, str):
+            return Decision(Gate.REFUSED, reason=question)
+        return Decision(Gate.WAITING, (question, _phase("WAITING_INPUT")), starts=True)
+    if name in GATED_TOOLS and row["permission_level"] == "read_only":
+        return Decision(Gate.REFUSED, reason=READ_ONLY.format(tool=name))
+    if name in GATED_TOOLS and row["permission_level"] == "ask" and not await _approved(uow, row, call):
+        request = we.ApprovalRequested(
+            approval_id=uuid4(), tool_call_id=call["id"], tool=name, arguments=_arguments(call)
+        )
+        return Decision(Gate.WAITING, (request, _phase("WAITING_APPROVAL")))
+    if row["execution_mode"] == "LOCAL" and name in LOCAL_TOOL_NAMES:
+        request_ = we.ToolRequested(
+            request_id=uuid4(), tool_call_id=call["id"], name=name, arguments=_arguments(call)
+        )
+        return Decision(Gate.WAITING, (request_, _phase("WAITING_CLIENT")), starts=True)
+    return Decision(Gate.RUN, starts=True)
+
+
+async def _approved(uow: AbstractUnitOfWork, row: Row, call: dict[str, Any]) -> bool:
+    earlier = await uow.call_wait(row["session_id"], call["id"])
+    return earlier is not None and earlier["kind"] == "approval" and earlier["status"] == "approved"
+
+
+def _phase(phase: ev.Phase) -> ev.SessionPhaseChanged:
+    return ev.SessionPhaseChanged(phase=phase)
+
+
+def _arguments(call: dict[str, Any]) -> dict[str, Any]:
+    arguments = call["arguments"]
+    return arguments if isinstance(arguments, dict) else {"_raw": json.dumps(arguments)}
+
+
+def _question(call: dict[str, Any]) -> we.QuestionAsked | str:
+    """The question to record, or why the arguments are not one (the model's error)."""
+    arguments = call["arguments"]
+    if not isinstance(arguments, dict) or not isinstance(arguments.get("question"), str):
+        return "ask_user requires a string 'question'"
+    question: str = arguments["question"]
+    if not question.strip():
+        return "ask_user requires a non-empty 'question'"
+    options = arguments.get("options")
+    if options is not None and (
+        not isinstance(options, list) or not all(isinstance(o, str) for o in options)
+    ):
+        return "ask_user 'options' must be a list of strings"
+    return we.QuestionAsked(question_id=uuid4(), tool_call_id=call["id"], question=question, options=options)

@@ -1,0 +1,136 @@
+"""Waits (issue 11): `session_waits` holds every approval, question and LOCAL tool request
+with its status, projected by `muster_project` like every other table (0011's function
+with a call to `muster_project_waits` added), so the gateway answers them under the
+session's lock, recovery counts them for the tree signals and `muster rebuild` reproduces
+them. `muster_tree_status` now counts the pending approvals and questions of a tree (the
+root, its subagents and every side task) and counts a session waiting for its LOCAL client
+as running.
+
+Revision ID: 0012
+Revises: 0011
+"""
+
+from alembic import op
+from muster_runtime.migrate import migration_module, run_script
+
+revision = "0012"
+down_revision = "0011"
+
+TABLE = """
+CREATE TABLE session_waits (
+    wait_id uuid PRIMARY KEY,
+    kind text NOT NULL,  -- approval | question | tool
+    session_id uuid NOT NULL,
+    user_id text NOT NULL,
+    tool_call_id text NOT NULL,
+    detail jsonb NOT NULL,
+    status text NOT NULL,  -- pending | approved | denied | answered | dropped
+    reason text,
+    position bigint NOT NULL,
+    created_at timestamptz NOT NULL,
+    resolved_at timestamptz
+);
+CREATE INDEX session_waits_call ON session_waits (session_id, tool_call_id);
+CREATE INDEX session_waits_pending ON session_waits (user_id, kind) WHERE status = 'pending'
+"""
+
+# Requests insert a row; a resolution changes it only if it was recorded later (its
+# position is greater), so a range applied at once equals its events applied one by one.
+PROJECT_WAITS = r"""
+CREATE FUNCTION muster_project_waits(evs muster_event[]) RETURNS void LANGUAGE sql AS $$
+    INSERT INTO session_waits (wait_id, kind, session_id, user_id, tool_call_id, detail,
+        status, position, created_at)
+    SELECT coalesce(e.p->>'approval_id', e.p->>'question_id', e.p->>'request_id')::uuid,
+        CASE e.type WHEN 'ApprovalRequested' THEN 'approval'
+                    WHEN 'QuestionAsked' THEN 'question' ELSE 'tool' END,
+        e.stream_id::uuid, s.user_id, e.p->>'tool_call_id', e.p, 'pending', e.position,
+        e.recorded_at
+    FROM unnest(evs) e JOIN sessions s ON s.session_id = e.stream_id::uuid
+    WHERE e.type IN ('ApprovalRequested', 'QuestionAsked', 'ToolRequested')
+    ORDER BY e.position
+    ON CONFLICT (wait_id) DO NOTHING;
+    UPDATE session_waits w SET
+        status = CASE
+            WHEN r.p->>'decision' = 'approve' THEN 'approved'
+            WHEN r.p->>'decision' = 'deny' THEN 'denied'
+            WHEN coalesce(r.p->>'decision', r.p->>'outcome') = 'dropped' THEN 'dropped'
+            ELSE 'answered' END,
+        reason = r.p->>'reason',
+        resolved_at = r.recorded_at
+    FROM (SELECT DISTINCT ON (id) id, p, position, recorded_at FROM (
+              SELECT coalesce(p->>'approval_id', p->>'question_id', p->>'request_id')::uuid AS id,
+                  p, position, recorded_at
+              FROM unnest(evs)
+              WHERE type IN ('ApprovalResolved', 'QuestionResolved', 'ToolRequestResolved')) x
+          ORDER BY id, position DESC) r
+    WHERE w.wait_id = r.id AND w.position < r.position;
+$$"""
+
+WAIT_TYPES = (
+    "'ApprovalRequested', 'ApprovalResolved', 'QuestionAsked', 'QuestionResolved', "
+    "'ToolRequested', 'ToolRequestResolved'"
+)
+WAITS_CALL = f"""    IF present && ARRAY[{WAIT_TYPES}] THEN
+        PERFORM muster_project_waits(evs);
+    END IF;
+"""
+ANCHOR = "    -- Changes to existing rows: one statement per changed row"
+
+TREE_STATUS = """
+CREATE OR REPLACE FUNCTION muster_tree_status(p_roots uuid[])
+RETURNS TABLE (root_session_id uuid, tree_running boolean, tree_unread boolean,
+    pending_approvals int, pending_questions int)
+LANGUAGE sql STABLE AS $$
+    WITH RECURSIVE tree(root, session_id, depth) AS (
+        SELECT r, s.session_id, 1 FROM unnest(p_roots) r
+        JOIN sessions s ON s.parent_session_id = r
+        WHERE s.session_type = 'SIDE_TASK' AND NOT s.archived AND NOT s.deleted
+        UNION ALL
+        SELECT t.root, s.session_id, t.depth + 1 FROM tree t
+        JOIN sessions s ON s.parent_session_id = t.session_id
+        WHERE t.depth < 10 AND NOT s.archived AND NOT s.deleted),
+    signals AS (
+        SELECT r,
+            coalesce(bool_or(s.phase IN ('RUNNING', 'RESUMING', 'CANCELLING', 'WAITING_CLIENT')),
+                false) AS running,
+            coalesce(bool_or(s.session_type <> 'SUBAGENT'
+                AND s.turn_ended_position > coalesce(s.read_position, 0)), false) AS unread
+        FROM unnest(p_roots) r
+        LEFT JOIN tree t ON t.root = r
+        LEFT JOIN sessions s ON s.session_id = t.session_id
+        GROUP BY r),
+    -- Every pending wait of the tree counts, the root's own and its subagents' included:
+    -- each needs the user.
+    waits AS (
+        SELECT s.root_session_id AS r,
+            count(*) FILTER (WHERE w.kind = 'approval')::int AS approvals,
+            count(*) FILTER (WHERE w.kind = 'question')::int AS questions
+        FROM session_waits w JOIN sessions s ON s.session_id = w.session_id
+        WHERE w.status = 'pending' AND w.kind IN ('approval', 'question')
+          AND s.root_session_id = ANY (p_roots) AND NOT s.deleted
+        GROUP BY s.root_session_id)
+    SELECT g.r, g.running, g.unread, coalesce(w.approvals, 0), coalesce(w.questions, 0)
+    FROM signals g LEFT JOIN waits w ON w.r = g.r
+$$"""
+
+
+def project_function() -> str:
+    """0011's `muster_project` with the waits' projection (later migrations extend this)."""
+    previous: str = migration_module("0011_compactions.py").project_function()
+    assert previous.count(ANCHOR) == 1, "anchor not found once in 0011's projector"
+    return previous.replace(ANCHOR, WAITS_CALL + ANCHOR, 1)
+
+
+def upgrade() -> None:
+    run_script(TABLE)
+    op.execute(PROJECT_WAITS.strip())
+    op.execute(project_function().strip())
+    op.execute(TREE_STATUS.strip())
+
+
+def downgrade() -> None:
+    earlier: str = migration_module("0010_session_trees.py").TREE_STATUS
+    op.execute(earlier.strip().replace("CREATE FUNCTION", "CREATE OR REPLACE FUNCTION", 1))
+    op.execute(migration_module("0011_compactions.py").project_function().strip())
+    op.execute("DROP FUNCTION muster_project_waits(muster_event[])")
+    op.execute("DROP TABLE session_waits")
