@@ -85,10 +85,12 @@ async def reconcile_sessions(
     return len(resumed) + len(stale)
 
 
-# A child waiting for a person or its LOCAL client needs no runner: its answer resumes it.
+# A child waiting for a person or its LOCAL client needs no runner: its answer resumes it
+# (and, like any change to the child, gives its worker a grace to take the lease again).
 ORPHANED_EXECUTIONS = """
 SELECT e.execution_id FROM executions e JOIN sessions c ON c.session_id = e.child_session_id
 WHERE e.status IN ('RUNNING', 'RECOVERING') AND e.started_at < $1::timestamptz - make_interval(secs => $2)
+  AND c.updated_at < $1::timestamptz - make_interval(secs => $2)
   AND (e.deadline_at + make_interval(secs => $3)) > $1::timestamptz
   AND c.phase IS DISTINCT FROM 'WAITING_APPROVAL' AND c.phase IS DISTINCT FROM 'WAITING_INPUT'
   AND c.phase IS DISTINCT FROM 'WAITING_CLIENT'

@@ -33,6 +33,8 @@ TRIGGERS = frozenset(
         "SessionPromoted",
     }
 )
+# Pending approvals and questions count anywhere in the tree, the root's own included.
+WAIT_TRIGGERS = frozenset({"ApprovalRequested", "ApprovalResolved", "QuestionAsked", "QuestionResolved"})
 ATTEMPTS = 5
 STATUS = """
 SELECT s.session_id, s.version, s.tree_running, s.tree_unread, s.pending_approvals,
@@ -44,13 +46,15 @@ WHERE s.session_id = $1 AND s.root_session_id = s.session_id AND NOT s.deleted
 
 
 async def on_event(event: RecordedEvent, pool: Pool) -> None:
-    if event.type not in TRIGGERS:
+    if event.type not in TRIGGERS and event.type not in WAIT_TRIGGERS:
         return
     row = await pool.fetchrow(
         "SELECT session_type, parent_session_id, root_session_id FROM sessions WHERE session_id = $1",
         UUID(event.stream_id),
     )
     roots: set[UUID] = set()
+    if row is not None and event.type in WAIT_TRIGGERS:
+        roots.add(row["root_session_id"])
     # A root's own changes and its own subagents' are not part of its tree's signals.
     if row is not None and row["root_session_id"] not in (UUID(event.stream_id), row["parent_session_id"]):
         roots.add(row["root_session_id"])
@@ -106,15 +110,18 @@ async def _record(uow: PostgresUnitOfWork, root_id: UUID) -> bool:
     return True
 
 
-# Roots whose recorded signals differ from their tree now: only roots with side tasks can
-# have a nonzero status, and only they or roots still showing one can differ.
+# Roots whose recorded signals differ from their tree now: only roots with side tasks or
+# pending waits can have a nonzero status, and only they or roots still showing one can differ.
 STALE = """
 WITH roots AS (
     SELECT s.session_id FROM sessions s
     WHERE s.session_type = 'NORMAL' AND NOT s.deleted
       AND (s.tree_running OR s.tree_unread OR s.pending_approvals > 0 OR s.pending_questions > 0
            OR EXISTS (SELECT 1 FROM sessions c
-                      WHERE c.parent_session_id = s.session_id AND c.session_type = 'SIDE_TASK')))
+                      WHERE c.parent_session_id = s.session_id AND c.session_type = 'SIDE_TASK')
+           OR s.session_id IN (SELECT c.root_session_id FROM session_waits w
+                               JOIN sessions c ON c.session_id = w.session_id
+                               WHERE w.status = 'pending' AND w.kind IN ('approval', 'question'))))
 SELECT s.session_id FROM sessions s
 JOIN muster_tree_status(ARRAY(SELECT session_id FROM roots)) t ON t.root_session_id = s.session_id
 WHERE (s.tree_running, s.tree_unread, s.pending_approvals, s.pending_questions)
