@@ -12,6 +12,7 @@ from typing import Any
 
 import asyncpg
 
+from chaos.approver import approve_all
 from chaos.rest import Rest, tool_results
 from chaos.schedule import KillRunner
 from chaos.workload import SessionPlan, followup_content
@@ -38,6 +39,7 @@ class Outcome:
     cancel_acked_at: datetime | None = None
     children: list[str] = field(default_factory=list)
     side_tasks: list[str] = field(default_factory=list)
+    approvals: int = 0  # approvals this driver answered (kind approval)
     ws_trailing: int = 0  # times REST showed a turn's end before WS did
     seconds: float = 0.0
 
@@ -84,6 +86,14 @@ class Driver:
         session_id, message_id = await self._create(conn, plan)
         out.session_id = session_id
         out.acked.append(message_id)
+        if plan.kind == "approval":
+            approving = asyncio.create_task(approve_all(conn, rest, session_id, out))
+            try:
+                out.phase = await self._turn(conn, rest, session_id, message_id, out)
+            finally:
+                approving.cancel()
+            out.phase = str((await rest.session(session_id))["phase"])
+            return
         if plan.kind == "cancel":
             await self._until(
                 conn,
@@ -169,7 +179,7 @@ class Driver:
     async def _create(self, conn: Conn, plan: SessionPlan) -> tuple[str, str]:
         """create_session is not idempotent: after a lost reply, look the title up."""
         client_id = f"{plan.title}-1"
-        data = {"title": plan.title, "content": plan.first, "clientMessageId": client_id}
+        data = {"title": plan.title, "content": plan.first, "clientMessageId": client_id, **plan.settings}
         while True:
             try:
                 reply = await conn.request("create_session", data=data, retry=False)

@@ -1,6 +1,7 @@
 """`python -m chaos.run --sessions 30 --kills 20 --seed N`: a private cluster, a seeded
 scripted workload, seeded SIGKILLs, quiescence, then the DESIGN §6 invariants from the
-database. Exits 1 when an invariant (1-8) fails, 3 when only an extra check (W: WebSocket
+database, and the waits (L). Exits 1 when an invariant (1-8) fails, 3 when only an extra
+check (L: waits, W: WebSocket
 streams, R: outcomes) fails, 2 when the cluster could not even start."""
 
 from __future__ import annotations
@@ -22,8 +23,10 @@ from chaos.checks_effects import check_4, check_5, check_6, check_8
 from chaos.checks_extra import check_7, check_ws
 from chaos.checks_history import check_1, check_2, check_3
 from chaos.checks_results import check_r
+from chaos.checks_waits import check_waits
 from chaos.cluster import ChaosCluster
 from chaos.dbstate import Check, load
+from chaos.device import Device
 from chaos.driver import Driver, Outcome
 from chaos.exercised import summarise
 from chaos.quiesce import wait_quiet
@@ -55,9 +58,17 @@ async def exercise(
     conns = {user: Conn(cluster.ws_url, cluster.tokens[user]) for user in USERS}
     rests = {user: Rest(cluster.gateway_url, cluster.tokens[user]) for user in USERS}
     pool = await asyncpg.create_pool(cluster.database_url, min_size=1, max_size=4, init=json_codecs)
+    devices = {
+        user: Device(
+            cluster.ws_url, cluster.tokens[user], cluster.data_dir / "devices" / user, f"{user}-{t0}"
+        )
+        for user in USERS
+    }
     try:
         for conn in conns.values():
             await conn.start()
+        for device in devices.values():
+            device.start()
         kills = KillRunner(cluster, steps, t0)
         driver = Driver(conns, rests, pool, kills)
         killing = asyncio.create_task(kills.run())
@@ -85,9 +96,11 @@ async def exercise(
             task.cancel()
         outcomes = [driver.outcomes[p.index] for p in plans if p.index in driver.outcomes]
         workspaces = cluster.data_dir / "workspaces"
-        checks, exercised = await run_checks(pool, outcomes, conns, cluster.log_lines(), workspaces)
+        checks, exercised = await run_checks(pool, outcomes, conns, cluster.log_lines(), workspaces, devices)
         return outcomes, checks, {"quiescence": quiet, "exercised": exercised}
     finally:
+        for device in devices.values():
+            await device.close()
         for conn in conns.values():
             await conn.close()
         for rest in rests.values():
@@ -101,6 +114,7 @@ async def run_checks(
     conns: dict[str, Conn],
     log_lines: list[str],
     workspaces: Path | None = None,
+    devices: dict[str, Device] | None = None,
 ) -> tuple[list[Check], dict[str, Any]]:
     async with pool.acquire() as conn:
         db = await load(conn)
@@ -118,6 +132,13 @@ async def run_checks(
             check_6(db),
             await check_7(conn),
             check_8(db, outcomes),
+            check_waits(
+                db,
+                [dict(r) for r in await conn.fetch("SELECT * FROM session_waits")],
+                outcomes,
+                devices or {},
+                workspaces,
+            ),
         ]
     checks += [await check_ws(db, outcomes, conns), check_r(db, outcomes)]
     return checks, summarise(db, log_lines)

@@ -6,7 +6,10 @@ failing, sometimes a second delegation round or a local tool beside the delegati
 `cancel` (slow children, the parent cancelled mid-run), `plain` (one agent, file tools),
 `editor` (one child whose long round of edits a kill often cuts, see `chaos.editor`),
 `side` (a plain turn, then a side task of it and a side task of that, each forked,
-summarised or fresh, each writing into the tree's workspace).
+summarised or fresh, each writing into the tree's workspace), `approval` (an `ask`
+session whose write and delegation, and its child's write, each wait for an approval the
+driver gives), `local` (a LOCAL session and its child, whose file tools run on the user's
+device, which drops its socket at random).
 """
 
 from __future__ import annotations
@@ -36,6 +39,7 @@ class SessionPlan:
     children: int = 0
     notes: list[str] = field(default_factory=list)
     side_tasks: list[tuple[str, str]] = field(default_factory=list)  # (contextMode, content), a chain
+    settings: dict[str, str] = field(default_factory=dict)  # permissionLevel / executionMode
 
 
 def child_task(rng: random.Random, name: str, fail: bool) -> str:
@@ -127,6 +131,28 @@ def _side(rng: random.Random, index: int) -> tuple[str, list[tuple[str, str]]]:
     return main, chain
 
 
+def _waiting(rng: random.Random, index: int, kind: str) -> str:
+    """An `approval` or `local` tree: the session's own file tools, then a child's."""
+    child = script(
+        {"tool_calls": [call("write_file", path=f"{kind[0]}{index}/child.txt", content="child\n")]},
+        {"content": f"{kind} child {index} done"},
+    )
+    return script(
+        {
+            "tool_calls": [call("write_file", path=f"{kind[0]}{index}/own.txt", content="alpha\n")],
+            "delay_ms": rng.randint(0, 1000),
+        },
+        {
+            "tool_calls": [
+                call("edit_file", path=f"{kind[0]}{index}/own.txt", old_string="alpha", new_string="beta")
+            ]
+        },
+        {"tool_calls": [call("delegate", agent_type="coder", task=child)]},
+        {"tool_calls": [call("read_file", path=f"{kind[0]}{index}/child.txt")]},
+        {"content": f"{kind} {index} done"},
+    )
+
+
 def plan_workload(seed: int, sessions: int, kill_steps: int) -> list[SessionPlan]:
     rng = random.Random(f"workload-{seed}")
     cancels = 1 if sessions < 10 else rng.randint(1, 2)
@@ -136,6 +162,8 @@ def plan_workload(seed: int, sessions: int, kill_steps: int) -> list[SessionPlan
     sides = max(1, round(sessions * rng.uniform(0.1, 0.15)))
     kinds = ["cancel"] * cancels + ["followup"] * followups + ["plain"] * plains + ["editor"] * editors
     kinds += ["side"] * sides
+    # First, so a small run keeps them: each kind of wait is tried in every run.
+    kinds = ["approval"] * max(1, round(sessions * 0.1)) + ["local"] * max(1, round(sessions * 0.1)) + kinds
     kinds = kinds[:sessions]
     kinds += ["delegate"] * (sessions - len(kinds))
     rng.shuffle(kinds)
@@ -190,6 +218,9 @@ def plan_workload(seed: int, sessions: int, kill_steps: int) -> list[SessionPlan
             plan.first, plan.children = editor.parent_script(rng, index), 1
         elif kind == "side":
             plan.first, plan.side_tasks = _side(rng, index)
+        elif kind in ("approval", "local"):
+            plan.first, plan.children = _waiting(rng, index, kind), 1
+            plan.settings = {"permissionLevel": "ask"} if kind == "approval" else {"executionMode": "LOCAL"}
         else:
             plan.first, plan.expect = _plain(rng, index)
         plans.append(plan)
