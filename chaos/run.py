@@ -1,8 +1,7 @@
 """`python -m chaos.run --sessions 30 --kills 20 --seed N`: a private cluster, a seeded
 scripted workload, seeded SIGKILLs, quiescence, then the DESIGN §6 invariants from the
-database, and the waits (L). Exits 1 when an invariant (1-8) fails, 3 when only an extra
-check (L: waits, W: WebSocket
-streams, R: outcomes) fails, 2 when the cluster could not even start."""
+database. Exits 1 when an invariant (1-8) fails, 3 when only an extra check (L: waits,
+W: WebSocket streams, R: outcomes) fails, 2 when the cluster could not even start."""
 
 from __future__ import annotations
 
