@@ -1,8 +1,10 @@
 """`make bench-waiting`: what 1,000 sessions waiting for an approval cost the cluster.
 
-Two fresh clusters, one run each way (same process, same machine, same minutes): on the
-first nothing waits; on the second 1,000 `ask` sessions each wait for the approval of a
-write_file call first. Each then measures its idle CPU and the K-way fan-out workload's
+Two fresh clusters, one run each way (same process, same machine, same minutes). On both,
+1,000 sessions first make the same write_file call: on the baseline they are `read_only`,
+so the call is refused and their turns end; on the other they are `ask`, so each waits for
+an approval. The broker and the database then hold about the same data, and only the
+waiting differs. Each cluster then measures its idle CPU and the K-way fan-out workload's
 throughput. A wait is an event: it holds no task, lease renewal or worker slot, so both
 figures should match (within the run-to-run spread of the machine).
 """
@@ -26,12 +28,15 @@ WAIT = "#script " + json.dumps(
     {"steps": [{"tool_calls": [{"name": "write_file", "arguments": {"path": "w.md", "content": "x"}}]}]}
 )
 PENDING = "SELECT count(*) FROM session_waits WHERE kind = 'approval' AND status = 'pending'"
+REFUSED = "SELECT count(*) FROM sessions WHERE permission_level = 'read_only' AND phase = 'COMPLETED'"
 LIVE_LEASES = """SELECT count(*) FROM leases l JOIN sessions s ON l.resource_id = s.session_id::text
                  WHERE s.phase = 'WAITING_APPROVAL' AND l.expires_at > now()"""
 
 
-async def make_waiting(cluster: BenchCluster, count: int, clients: int = 8) -> float:
-    """Create `count` sessions and wait until each waits for its approval; seconds taken."""
+async def make_sessions(cluster: BenchCluster, count: int, waiting: bool, clients: int = 8) -> float:
+    """Create `count` sessions and wait until each waits for its approval (or, not
+    `waiting`, had its call refused and ended); seconds taken."""
+    level, done = ("ask", PENDING) if waiting else ("read_only", REFUSED)
     started = time.perf_counter()
     todo = iter(range(count))
 
@@ -41,7 +46,7 @@ async def make_waiting(cluster: BenchCluster, count: int, clients: int = 8) -> f
                 frame = {
                     "type": "create_session",
                     "id": i,
-                    "data": {"content": WAIT, "permissionLevel": "ask"},
+                    "data": {"content": WAIT, "permissionLevel": level},
                 }
                 await ws.send(json.dumps(frame))
                 while json.loads(await ws.recv()).get("id") != i:
@@ -51,20 +56,19 @@ async def make_waiting(cluster: BenchCluster, count: int, clients: int = 8) -> f
     conn = await asyncpg.connect(cluster.ready["database"])
     try:
         for _ in range(600):  # the last turns reach their gate within a minute or two
-            if await conn.fetchval(PENDING) >= count:
+            if await conn.fetchval(done) >= count:
                 return time.perf_counter() - started
             await asyncio.sleep(0.5)
     finally:
         await conn.close()
-    raise RuntimeError(f"{count} sessions did not all reach their approval in time")
+    raise RuntimeError(f"{count} sessions did not all reach their gate in time")
 
 
-async def measure(waiting: int, args: argparse.Namespace) -> dict[str, Any]:
+async def measure(waiting: bool, args: argparse.Namespace) -> dict[str, Any]:
     with BenchCluster() as cluster:
         await workload(cluster, 8, args.k, 4, f"warmup-{waiting}")
-        result: dict[str, Any] = {"waiting": waiting}
-        if waiting:
-            result["setup_s"] = round(await make_waiting(cluster, waiting), 1)
+        result: dict[str, Any] = {"waiting": args.sessions if waiting else 0}
+        result["setup_s"] = round(await make_sessions(cluster, args.sessions, waiting), 1)
         result["idle"] = await idle_cpu(cluster, args.idle_s)
         conn = await asyncpg.connect(cluster.ready["database"])
         try:
@@ -77,7 +81,7 @@ async def measure(waiting: int, args: argparse.Namespace) -> dict[str, Any]:
 
 
 async def main(args: argparse.Namespace) -> None:
-    rows = [await measure(0, args), await measure(args.waiting, args)]
+    rows = [await measure(False, args), await measure(True, args)]
     print(json.dumps(rows, indent=2))
     print(
         f"\n| sessions waiting | idle CPU (% of a core) | turns/s (N={args.n}, K={args.k}, C={args.c}) | p50 ms |"
@@ -98,7 +102,7 @@ async def main(args: argparse.Namespace) -> None:
 
 def cli() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--waiting", type=int, default=1000)
+    parser.add_argument("--sessions", type=int, default=1000)
     parser.add_argument("--n", type=int, default=100)
     parser.add_argument("--k", type=int, default=4)
     parser.add_argument("--c", type=int, default=16)

@@ -95,10 +95,14 @@ class LocalTools:
                 pushed += client.push(_request_frame(row))
         return pushed
 
+    async def settled(self) -> None:
+        """Until the sends that rings started have finished."""
+        await asyncio.gather(*self._tasks, return_exceptions=True)
+
     async def close(self) -> None:
         for task in list(self._tasks):
             task.cancel()
-        await asyncio.gather(*self._tasks, return_exceptions=True)
+        await self.settled()
 
 
 def _request_frame(row: Any) -> dict[str, Any]:
