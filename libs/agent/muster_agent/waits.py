@@ -2,9 +2,11 @@
 for an approval, `read_only` refuses), its execution mode (a LOCAL session's file tools
 wait for the user's client) and `ask_user` (waits for the user's answer).
 
-The gate reads the session's row under its lock, in the transaction that records the
-call's start (or its wait, or its refusal): a `PATCH` of the permission level applies from
-the next tool call, and a wait is recorded exactly once. A waiting session holds no task,
+The gate reads the session's row in the statement or transaction that records the call's
+start (or its wait, or its refusal): a `PATCH` of the permission level applies from the
+next tool call, and a wait is recorded exactly once. An `auto` CLOUD session's file change
+starts in one round trip (`muster_record` with `p_ungated`); anything else decides under
+the row's lock. A waiting session holds no task,
 lease or slot: the loop stops, and the gateway records the answer and resumes it.
 """
 
@@ -12,7 +14,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 from uuid import UUID, uuid4
 
@@ -25,7 +27,8 @@ from muster_agent.session_store import Item, SessionState
 from muster_agent.tools.schemas import LOCAL_TOOL_NAMES, USER_TOOL_NAMES
 
 # What `ask` holds for approval: the tools that change files or start work.
-GATED_TOOLS = frozenset({"write_file", "edit_file", "delete_file", "delegate", "delegate_followup"})
+FILE_CHANGES = frozenset({"write_file", "edit_file", "delete_file"})
+GATED_TOOLS = FILE_CHANGES | {"delegate", "delegate_followup"}
 READ_ONLY = "refused: the session is read_only, so {tool} (which changes files or starts work) may not run"
 
 
@@ -67,6 +70,11 @@ async def pass_gate(
     blobs: Mapping[str, str],
 ) -> Passed:
     """Record `carry`, then the call's start, wait or refusal, in one transaction."""
+    started = ev.ToolCallStarted(message_id=round_message_id, tool_call_id=call["id"], name=call["name"])
+    if call["name"] in FILE_CHANGES and state.execution_mode == "CLOUD":
+        fast = await _start_if_ungated(uows, state, [*carry, started], blobs)
+        if fast is not None:
+            return fast
     async with uows() as uow:
         row, found = await store.lock_if_current(uow, state.session_id, state.message_count)
         if row is None or found != store.Lock.CURRENT:
@@ -77,13 +85,30 @@ async def pass_gate(
             seq = row["message_count"] + sum(isinstance(e, ev.MessageRecorded) for e in events) + 1
             events.append(store.tool_message(call["id"], store.error_result(decision.reason))(seq))
         if decision.starts:
-            events.append(
-                ev.ToolCallStarted(message_id=round_message_id, tool_call_id=call["id"], name=call["name"])
-            )
+            events.append(started)
         events += decision.wait
         await uow.store_blobs(blobs)
         await uow.append(str(state.session_id), events, expected_version=row["version"])
     return Passed(decision.gate, store.advance(state, row["version"], events))
+
+
+async def _start_if_ungated(
+    uows: UnitOfWorkFactory, state: SessionState, items: Sequence[Item], blobs: Mapping[str, str]
+) -> Passed | None:
+    """The common case in one round trip: an `auto` CLOUD session records the start of a
+    file change as any other tool's. None: the session gates tools, decide under its lock."""
+    events = store.message_items(items, state.message_count + 1)
+    async with uows() as uow:
+        recorded = await uow.append_if_current(
+            state.session_id, state.message_count, events, blobs=blobs, ungated=True
+        )
+    if recorded.outcome == "gated":
+        return None
+    if recorded.outcome != "current" or recorded.base_version is None:
+        return Passed(Gate.GONE)
+    return Passed(
+        Gate.RUN, store.advance(replace(state, phase=recorded.phase), recorded.base_version, events)
+    )
 
 
 async def decide(uow: AbstractUnitOfWork, row: Row, call: dict[str, Any]) -> Decision:

@@ -140,7 +140,8 @@ async def append(
 @dataclass(frozen=True)
 class Recorded:
     """What `record_if_current` found: `outcome` is "current" (appended after
-    `base_version`), "moved" (someone recorded a message first) or "gone" (not running)."""
+    `base_version`), "moved" (someone recorded a message first), "gone" (not running) or
+    "gated" (asked `ungated`, and the session's permission level or mode gates tools)."""
 
     outcome: str
     base_version: int | None
@@ -156,19 +157,22 @@ async def record_if_current(
     *,
     blobs: dict[str, str] | None = None,
     metadata: dict[str, Any] | None = None,
+    ungated: bool = False,
 ) -> Recorded:
     """Append to a session only if it still runs and still has `expected_count` messages:
     the lock, the check, the blobs and the append in one round trip (migration 0008). Run
-    outside a transaction, it is a whole decision in one implicit transaction."""
+    outside a transaction, it is a whole decision in one implicit transaction. With
+    `ungated`, only if the session is `auto` and CLOUD too (else "gated", migration 0012)."""
     batch = _Batch.of(events, metadata)
     digests = sorted(blobs or {})  # a fixed order: writers of shared blobs cannot deadlock
     rows = await conn.fetch(
-        "SELECT * FROM muster_record($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)",
+        "SELECT * FROM muster_record($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13)",
         session_id,
         expected_count,
         *batch.args(),
         digests,
         [(blobs or {})[d] for d in digests],
+        ungated,
     )
     head = rows[0]
     if head["outcome"] != "current":

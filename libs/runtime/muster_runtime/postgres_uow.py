@@ -100,10 +100,11 @@ class PostgresUnitOfWork(AbstractUnitOfWork):
         events: Sequence[DomainEvent],
         *,
         blobs: Mapping[str, str] | None = None,
+        ungated: bool = False,
     ) -> eventstore.Recorded:
         # Outside a transaction this is the whole decision, committed by the one statement.
         return await eventstore.record_if_current(
-            self._reader(), session_id, expected_count, events, blobs=dict(blobs or {})
+            self._reader(), session_id, expected_count, events, blobs=dict(blobs or {}), ungated=ungated
         )
 
     async def store_blobs(self, blobs: Mapping[str, str]) -> None:

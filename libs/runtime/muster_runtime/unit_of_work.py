@@ -101,9 +101,11 @@ class AbstractUnitOfWork(abc.ABC):
         events: Sequence[DomainEvent],
         *,
         blobs: Mapping[str, str] | None = None,
+        ungated: bool = False,
     ) -> Recorded:
         """Append to a session only if it still runs (RUNNING or RESUMING) and still has
-        `expected_count` messages, storing `blobs` with it; the outcome says which."""
+        `expected_count` messages (and, with `ungated`, is `auto` and CLOUD), storing
+        `blobs` with it; the outcome says which."""
 
     @abc.abstractmethod
     async def store_blobs(self, blobs: Mapping[str, str]) -> None:

@@ -125,3 +125,20 @@ async def test_append_if_current_appends_only_to_a_running_session_that_did_not_
         row = await uow.lock_session(sid)
         assert row is not None and (row["message_count"], row["version"]) == (1, 3)
         assert [s.type for s in await uow.read_stream(str(sid))][-1] == "MessageRecorded"
+
+
+async def test_an_ungated_append_answers_gated_when_the_session_asks_or_runs_locally(work: Harness) -> None:
+    from muster_contracts.session_events import SessionSettingsChanged
+
+    sid = await new_session(work)
+    async with work.uow() as uow:
+        await uow.append(str(sid), [ev.SessionPhaseChanged(phase="RUNNING")], expected_version=1)
+        plain = await uow.append_if_current(sid, 0, [message(1)], ungated=True)
+    assert plain.outcome == "current"
+    async with work.uow() as uow:
+        await uow.append(str(sid), [SessionSettingsChanged(permission_level="ask")], expected_version=3)
+    async with work.uow() as uow:
+        gated = await uow.append_if_current(sid, 1, [message(2)], ungated=True)
+        anyway = await uow.append_if_current(sid, 1, [message(2)])
+    assert (gated.outcome, gated.stored) == ("gated", [])
+    assert anyway.outcome == "current"

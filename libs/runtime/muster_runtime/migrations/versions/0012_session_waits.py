@@ -2,7 +2,8 @@
 with its status, projected by `muster_project` like every other table (0011's function
 with a call to `muster_project_waits` added), so the gateway answers them under the
 session's lock, recovery counts them for the tree signals and `muster rebuild` reproduces
-them. `muster_tree_status` now counts the pending approvals and questions of a tree (the
+them. `muster_record` takes `p_ungated`, so a gated tool's start stays one round trip in an
+`auto` CLOUD session. `muster_tree_status` now counts the pending approvals and questions of a tree (the
 root, its subagents and every side task) and counts a session waiting for its LOCAL client
 as running.
 
@@ -114,6 +115,30 @@ LANGUAGE sql STABLE AS $$
 $$"""
 
 
+OLD_RECORD = """DROP FUNCTION muster_record(uuid, int, uuid[], text[], int[], jsonb[], jsonb, timestamptz,
+    text, boolean, text[], text[])"""
+# A gated tool's start in one round trip when nothing gates it: with `p_ungated`, a session
+# that is not `auto` and CLOUD answers 'gated' and the loop decides under a lock instead.
+GATE_CHECK = """    IF s.message_count <> p_expected_count THEN"""
+GATE = """    IF p_ungated AND (s.permission_level <> 'auto' OR s.execution_mode <> 'CLOUD') THEN
+        RETURN QUERY SELECT 'gated'::text, s.version, s.phase, NULL::bigint, NULL::bigint;
+        RETURN;
+    END IF;
+"""
+
+
+def record_function() -> str:
+    previous: str = migration_module("0008_record_if_current.py").UPGRADE
+    text = previous.replace(
+        "p_claimed boolean, p_blob_digests text[], p_blob_contents text[]",
+        "p_claimed boolean, p_blob_digests text[], p_blob_contents text[],\n"
+        "    p_ungated boolean DEFAULT false",
+        1,
+    )
+    assert text != previous and text.count(GATE_CHECK) == 1, "0008's muster_record changed"
+    return text.replace(GATE_CHECK, GATE + GATE_CHECK, 1)
+
+
 def project_function() -> str:
     """0011's `muster_project` with the waits' projection (later migrations extend this)."""
     previous: str = migration_module("0011_compactions.py").project_function()
@@ -126,9 +151,16 @@ def upgrade() -> None:
     op.execute(PROJECT_WAITS.strip())
     op.execute(project_function().strip())
     op.execute(TREE_STATUS.strip())
+    op.execute(OLD_RECORD)
+    op.execute(record_function().strip())
 
 
 def downgrade() -> None:
+    op.execute(
+        "DROP FUNCTION muster_record(uuid, int, uuid[], text[], int[], jsonb[], jsonb, timestamptz, "
+        "text, boolean, text[], text[], boolean)"
+    )
+    op.execute(migration_module("0008_record_if_current.py").UPGRADE.strip())
     earlier: str = migration_module("0010_session_trees.py").TREE_STATUS
     op.execute(earlier.strip().replace("CREATE FUNCTION", "CREATE OR REPLACE FUNCTION", 1))
     op.execute(migration_module("0011_compactions.py").project_function().strip())
