@@ -124,7 +124,9 @@ async def main(events: int, repeat: int, compare: list[str], given: str | None) 
                 for module in modules:
                     rate = await measure(pool, module)
                     results[module.__name__].append(rate)
-                    print(f"  {module.__name__:<28} rebuild {rate[0]:>8.0f} events/s   check {rate[1]:>8.0f} events/s")
+                    print(
+                        f"  {module.__name__:<28} rebuild {rate[0]:>8.0f} events/s   check {rate[1]:>8.0f} events/s"
+                    )
             print("median:")
             for name, rates in results.items():
                 built = statistics.median(r[0] for r in rates)
@@ -135,7 +137,9 @@ async def main(events: int, repeat: int, compare: list[str], given: str | None) 
 
 
 if __name__ == "__main__":
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--events", type=int, default=100_000)
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--compare", action="append", default=[], help="another rebuild module to time")

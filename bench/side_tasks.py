@@ -84,7 +84,11 @@ async def measure(pool: Pool, repeat: int) -> dict[str, float]:
     items = await queries.list_sessions(pool, USER, "NORMAL", 200)
     assert len(items) == 200 and all("treeRunning" in i for i in items)
     sessions_ms = await _p50(repeat, lambda: queries.list_sessions(pool, USER, "NORMAL", 200))
-    return {"fork_5000_p50_ms": fork_ms, "recursive_500_p50_ms": listing_ms, "sessions_200_p50_ms": sessions_ms}
+    return {
+        "fork_5000_p50_ms": fork_ms,
+        "recursive_500_p50_ms": listing_ms,
+        "sessions_200_p50_ms": sessions_ms,
+    }
 
 
 async def main(repeat: int) -> None:
@@ -99,6 +103,8 @@ async def main(repeat: int) -> None:
 
 
 if __name__ == "__main__":
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--repeat", type=int, default=21)
     asyncio.run(main(parser.parse_args().repeat))
