@@ -205,3 +205,34 @@ async def test_archived_and_deleted_subtrees_leave_the_signals(pool: Pool) -> No
     await management.delete(pool, USER, str(a))
     assert not await running()
     await rebuilds(pool)
+
+
+async def test_pending_waits_count_anywhere_in_the_tree_and_a_lost_signal_is_reconciled(pool: Pool) -> None:
+    from muster_contracts import wait_events as we
+
+    main = await main_session(pool)
+    task = await side(pool, main)
+    child = UUID(int=92)
+    await append(pool, child, ev.SessionCreated(session_id=child, user_id=USER, session_type="SUBAGENT",
+                                                parent_session_id=main, root_session_id=main))
+
+    async def counts() -> tuple[int, int]:
+        row = await pool.fetchrow(
+            "SELECT pending_approvals, pending_questions FROM muster_tree_status($1)", [main])
+        return row["pending_approvals"], row["pending_questions"]
+
+    approvals = {sid: UUID(int=100 + i) for i, sid in enumerate((main, task, child))}
+    for sid, approval in approvals.items():  # the root's own, a side task's and a subagent's
+        await append(pool, sid, we.ApprovalRequested(approval_id=approval, tool_call_id="c", tool="write_file",
+                                                     arguments={}))
+    question = UUID(int=110)
+    await append(pool, task, we.QuestionAsked(question_id=question, tool_call_id="q", question="?"))
+    assert await counts() == (3, 1)
+    assert await tree_status.reconcile(pool) >= 1  # no event consumed: the lost signal is made up
+    assert await pool.fetchval("SELECT pending_approvals FROM sessions WHERE session_id = $1", main) == 3
+    await append(pool, child, we.ApprovalResolved(approval_id=approvals[child], decision="approve"))
+    await append(pool, task, we.QuestionResolved(question_id=question, outcome="dropped"))
+    assert await counts() == (2, 0)
+    await management.delete(pool, USER, str(task))  # a deleted session's waits are dropped with it
+    assert await counts() == (1, 0)
+    await rebuilds(pool)

@@ -77,19 +77,11 @@ WAITS_CALL = f"""    IF present && ARRAY[{WAIT_TYPES}] THEN
 """
 ANCHOR = "    -- Changes to existing rows: one statement per changed row"
 
-TREE_STATUS = """
-CREATE OR REPLACE FUNCTION muster_tree_status(p_roots uuid[])
-RETURNS TABLE (root_session_id uuid, tree_running boolean, tree_unread boolean,
-    pending_approvals int, pending_questions int)
-LANGUAGE sql STABLE AS $$
-    WITH RECURSIVE tree(root, session_id, depth) AS (
-        SELECT r, s.session_id, 1 FROM unnest(p_roots) r
-        JOIN sessions s ON s.parent_session_id = r
-        WHERE s.session_type = 'SIDE_TASK' AND NOT s.archived AND NOT s.deleted
-        UNION ALL
-        SELECT t.root, s.session_id, t.depth + 1 FROM tree t
-        JOIN sessions s ON s.parent_session_id = t.session_id
-        WHERE t.depth < 10 AND NOT s.archived AND NOT s.deleted),
+# 0010's function with what it selects replaced: the same tree, then the signals and the
+# waits of each root. Every pending wait of the tree counts, the root's own and its
+# subagents' included: each needs the user.
+TREE_SELECT = "    SELECT r,\n"
+SIGNALS_AND_WAITS = """,
     signals AS (
         SELECT r,
             coalesce(bool_or(s.phase IN ('RUNNING', 'RESUMING', 'CANCELLING', 'WAITING_CLIENT')),
@@ -100,8 +92,6 @@ LANGUAGE sql STABLE AS $$
         LEFT JOIN tree t ON t.root = r
         LEFT JOIN sessions s ON s.session_id = t.session_id
         GROUP BY r),
-    -- Every pending wait of the tree counts, the root's own and its subagents' included:
-    -- each needs the user.
     waits AS (
         SELECT s.root_session_id AS r,
             count(*) FILTER (WHERE w.kind = 'approval')::int AS approvals,
@@ -113,6 +103,13 @@ LANGUAGE sql STABLE AS $$
     SELECT g.r, g.running, g.unread, coalesce(w.approvals, 0), coalesce(w.questions, 0)
     FROM signals g LEFT JOIN waits w ON w.r = g.r
 $$"""
+
+
+def tree_status_function() -> str:
+    earlier: str = migration_module("0010_session_trees.py").TREE_STATUS
+    assert earlier.count(TREE_SELECT) == 1, "0010's muster_tree_status changed"
+    head = earlier[: earlier.index(TREE_SELECT)].rstrip()
+    return head.replace("CREATE FUNCTION", "CREATE OR REPLACE FUNCTION", 1) + SIGNALS_AND_WAITS
 
 
 OLD_RECORD = """DROP FUNCTION muster_record(uuid, int, uuid[], text[], int[], jsonb[], jsonb, timestamptz,
@@ -150,7 +147,7 @@ def upgrade() -> None:
     run_script(TABLE)
     op.execute(PROJECT_WAITS.strip())
     op.execute(project_function().strip())
-    op.execute(TREE_STATUS.strip())
+    op.execute(tree_status_function().strip())
     op.execute(OLD_RECORD)
     op.execute(record_function().strip())
 
