@@ -237,8 +237,8 @@ class Connection:
         return ack
 
     # -- waiting ---------------------------------------------------------------------
-    async def wait_for(self, predicate: Callable[[], bool], within: float = 60.0) -> None:
-        """Until `predicate` holds; TimeoutError after `within` seconds."""
+    async def wait_for(self, predicate: Callable[[], bool], within: float | None = 60.0) -> None:
+        """Until `predicate` holds; TimeoutError after `within` seconds (None: no limit)."""
 
         async def _wait() -> None:
             async with self._changed:
@@ -257,7 +257,7 @@ class Connection:
                 yield events[index - 1]
             if self.finished:
                 return
-            await self.wait_for(functools.partial(self._beyond, session_id, index), 3600)
+            await self.wait_for(functools.partial(self._beyond, session_id, index), None)
 
     def _beyond(self, session_id: str, count: int) -> bool:
         return len(self.log.events[session_id]) > count or self.finished
