@@ -26,6 +26,7 @@ from muster_client.frames import REPLIES, Frame, Lost, ServerError, is_event, pa
 
 MAX_SIZE = 16 * 1024 * 1024
 UNAUTHORIZED_CLOSE = 4401
+STABLE_AFTER = 5.0  # a socket that lived this long resets the reconnect backoff
 OnConnect = Callable[["Connection"], Awaitable[None]]
 OnFrame = Callable[[Frame], bool]
 
@@ -113,11 +114,16 @@ class Connection:
                     await asyncio.sleep(delay)
                     delay = min(delay * 2, self.max_delay)
                     continue
-            delay = self.min_delay
+            opened = asyncio.get_running_loop().time()
             await self._serve(ws)
             ws = None
             if not self.reconnect or self.close_code == UNAUTHORIZED_CLOSE:
                 return
+            if asyncio.get_running_loop().time() - opened >= STABLE_AFTER:
+                delay = self.min_delay
+            else:  # closed right after opening (e.g. a gateway shutting down): back off
+                await asyncio.sleep(delay)
+                delay = min(delay * 2, self.max_delay)
 
     async def _serve(self, ws: ClientConnection) -> None:
         self._ws, self.close_code = ws, None

@@ -50,7 +50,11 @@ class LocalTools:
         conn.on_frame = self.on_frame
 
     async def hello(self, conn: Connection) -> None:
-        await conn.ack("hello", data={"localTools": True})
+        try:
+            await conn.ack("hello", data={"localTools": True})
+        except ServerError as exc:
+            self.emit(f"local_client_hello_refused code={exc.code}")
+            raise
         self.emit(f"local_client_hello connects={conn.connects}")
 
     def on_frame(self, frame: Frame) -> bool:

@@ -27,6 +27,7 @@ class FakeGateway:
         self.tool_results: list[Frame] = []
         self.url = ""
         self.paths: list[str] = []
+        self.refuse_hello = False  # answer hello as a gateway without LOCAL support does
 
     def of_type(self, type_: str) -> list[Frame]:
         return [f for f in self.received if f.get("type") == type_]
@@ -46,7 +47,7 @@ class FakeGateway:
         kind, frame_id, data = frame.get("type"), frame.get("id"), frame.get("data") or {}
         if kind == "ping":
             await ws.send(json.dumps({"type": "pong", "id": frame_id}))
-        elif kind == "hello":
+        elif kind == "hello" and not self.refuse_hello:
             self.hellos += 1
             await self._ack(ws, frame_id, {})
             for request in list(self.outstanding.values()):

@@ -7,6 +7,9 @@ import asyncio
 import json
 from pathlib import Path
 
+import pytest
+from muster_client import ServerError
+from muster_launcher.chat import chat
 from muster_launcher.local_client import LocalClient
 from muster_launcher.local_journal import INTERRUPTED, RequestJournal
 
@@ -130,8 +133,6 @@ async def test_two_requests_arriving_together_run_once(tmp_path: Path) -> None:
 
 
 async def test_chat_local_creates_a_local_session_and_serves_its_tools(tmp_path: Path, capsys) -> None:  # type: ignore[no-untyped-def]
-    from muster_launcher.chat import chat
-
     async with running() as gw:
         turn = asyncio.create_task(chat(gw.url, "t", "write it", None, local=tmp_path, state_dir=tmp_path / ".s"))
         while not gw.of_type("create_session"):
@@ -148,3 +149,14 @@ async def test_chat_local_creates_a_local_session_and_serves_its_tools(tmp_path:
     out, err = capsys.readouterr()
     assert "session: s-new" in out and "-- COMPLETED" in out
     assert "tool_request_served request=r1 tool=write_file success=true" in err
+
+
+async def test_a_refused_hello_fails_the_start(tmp_path: Path) -> None:
+    lines: list[str] = []
+    async with running() as gw:
+        gw.refuse_hello = True
+        client = LocalClient(gw.url, "t", tmp_path, persist=False, emit=lines.append)
+        with pytest.raises(ServerError):
+            await client.start(within=5)
+        await client.close()
+    assert lines == ["local_client_hello_refused code=unknown_type"]
