@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import sys
 from pathlib import Path
 
 import pytest
@@ -160,3 +161,23 @@ async def test_a_refused_hello_fails_the_start(tmp_path: Path) -> None:
             await client.start(within=5)
         await client.close()
     assert lines == ["local_client_hello_refused code=unknown_type"]
+
+
+async def test_the_local_client_command_serves_until_stopped(tmp_path: Path) -> None:
+    async with running() as gw:
+        proc = await asyncio.create_subprocess_exec(
+            sys.executable, "-m", "muster_launcher.cli", "local-client", str(tmp_path),
+            "--url", gw.url, "--token", "t", "--state-dir", str(tmp_path / ".state"),
+            stdout=asyncio.subprocess.PIPE,
+        )
+        try:
+            assert proc.stdout is not None
+            lines = [(await asyncio.wait_for(proc.stdout.readline(), 30)).decode() for _ in range(2)]
+            assert lines[0].startswith("local_client_hello connects=1") and lines[1].startswith("local_client_ready")
+            await gw.tool_request("r1", "write_file", {"path": "f.txt", "content": "secret"})
+            line = (await asyncio.wait_for(proc.stdout.readline(), 30)).decode()
+            assert line.strip() == "tool_request_served request=r1 tool=write_file success=true"
+            assert (tmp_path / "f.txt").read_text() == "secret"
+        finally:
+            proc.terminate()
+            await proc.wait()
