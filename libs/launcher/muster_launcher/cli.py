@@ -92,6 +92,9 @@ def main(argv: list[str] | None = None) -> int:
         from .local_client import run_local_client
 
         return run_local_client(args.url, token, args.directory, args.state_dir)
+    if args.local is not None and not args.local.is_dir():
+        print(f"muster chat: --local {args.local} is not a directory", file=sys.stderr)
+        return 2
     from .chat import run_chat
 
     return run_chat(
