@@ -1,11 +1,11 @@
-"""One client connection to the gateway's WebSocket.
+"""One client connection to the gateway's WebSocket (DESIGN §7).
 
-Requests are matched to their reply (`ack`, `error`, `pong`) by `id`; session events go to
-an `EventLog` by session and position; anything else (a `tool_request`, an error without
-`id`) goes to the `on_frame` hook, or else to `unmatched`. With `reconnect`, a dropped socket
-is opened again with backoff, `on_connect` runs again (a LOCAL client's `hello`) and every
-subscribed session is subscribed again with `afterPosition` = the last position held, so
-the stream goes on without a gap. Waits end on a condition, never on a sleep.
+Requests are matched to their reply by `id` (`ack`; an `error` raises `ServerError`; a
+drop raises `Lost`); session events are kept per session with their positions (the
+`EventLog`) and can be followed as a `stream`. With `reconnect`, a dropped socket is opened
+again with backoff, `on_connect` runs again (a LOCAL client's `hello`) and every followed
+session is subscribed again with `afterPosition` = the last position held, so its stream
+goes on without a gap. Waits end on a condition, never on a sleep.
 """
 
 from __future__ import annotations
@@ -18,20 +18,15 @@ import json
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
-from websockets.asyncio.client import ClientConnection, connect
-from websockets.exceptions import ConnectionClosed, WebSocketException
+from websockets.exceptions import WebSocketException
 
-from muster_client.events import EventLog
-from muster_client.frames import REPLIES, Frame, Lost, ServerError, is_event, parse, request_frame, ws_url
+from muster_client.frames import Frame, Lost, ServerError, request_frame
+from muster_client.transport import OnFrame, Transport
 
-MAX_SIZE = 16 * 1024 * 1024
-UNAUTHORIZED_CLOSE = 4401
-STABLE_AFTER = 5.0  # a socket that lived this long resets the reconnect backoff
 OnConnect = Callable[["Connection"], Awaitable[None]]
-OnFrame = Callable[[Frame], bool]
 
 
-class Connection:
+class Connection(Transport):
     def __init__(
         self,
         url: str,
@@ -44,151 +39,34 @@ class Connection:
         min_delay: float = 0.2,
         max_delay: float = 5.0,
     ) -> None:
-        self.url = ws_url(url, token)
-        self.reconnect = reconnect
-        self.on_connect, self.on_frame = on_connect, on_frame
-        self.min_delay, self.max_delay = min_delay, max_delay
-        self.log = EventLog(keep_duplicates)
-        self.unmatched: list[Frame] = []
+        super().__init__(
+            url, token, reconnect=reconnect, keep_duplicates=keep_duplicates, on_frame=on_frame,
+            min_delay=min_delay, max_delay=max_delay,
+        )
+        self.on_connect = on_connect
         self.subscribed: set[str] = set()
-        self.connects = 0
-        self.close_code: int | None = None
         self.hook_error: BaseException | None = None
-        self._resume: dict[str, int] = {}
-        self._ws: ClientConnection | None = None
-        self._connected = asyncio.Event()
-        self._ready = asyncio.Event()
-        self._changed = asyncio.Condition()
         self._ids = itertools.count(1)
-        self._replies: dict[str, asyncio.Future[Frame]] = {}
-        self._task: asyncio.Task[None] | None = None
-        self._gone = False
 
-    @property
-    def events(self) -> dict[str, list[Frame]]:
-        return self.log.events
-
-    @property
-    def finished(self) -> bool:
-        """The connection is gone for good (closed, or dropped without `reconnect`)."""
-        return self._gone
-
-    # -- lifecycle -------------------------------------------------------------------
     async def start(self, within: float = 60.0) -> None:
-        """Connect (without `reconnect` a failure raises) and wait until `on_connect` ran."""
-        first = None if self.reconnect else await self._open()
-        self._task = asyncio.create_task(self._run(first))
-        await self.wait_for(lambda: self._ready.is_set() or self._gone, within)
-        if self._gone and not self._ready.is_set():
-            raise Lost()
+        """Connected and `on_connect` done; an error `on_connect` raised is raised here."""
+        await super().start(within)
         if self.hook_error is not None:
             raise self.hook_error
 
-    async def close(self) -> None:
-        if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError, Exception):
-                await self._task
-        if self._ws is not None:
-            with contextlib.suppress(Exception):
-                await self._ws.close()
-
-    async def _open(self) -> ClientConnection:
-        return await connect(self.url, max_size=MAX_SIZE, open_timeout=10)
-
-    async def _run(self, ws: ClientConnection | None) -> None:
-        try:
-            await self._loop(ws)
-        finally:
-            self._gone = True
-            async with self._changed:
-                self._changed.notify_all()
-
-    async def _loop(self, ws: ClientConnection | None) -> None:
-        delay = self.min_delay
-        while True:
-            if ws is None:
-                try:
-                    ws = await self._open()
-                except (OSError, TimeoutError, WebSocketException):
-                    await asyncio.sleep(delay)
-                    delay = min(delay * 2, self.max_delay)
-                    continue
-            opened = asyncio.get_running_loop().time()
-            await self._serve(ws)
-            ws = None
-            if not self.reconnect or self.close_code == UNAUTHORIZED_CLOSE:
-                return
-            if asyncio.get_running_loop().time() - opened >= STABLE_AFTER:
-                delay = self.min_delay
-            else:  # closed right after opening (e.g. a gateway shutting down): back off
-                await asyncio.sleep(delay)
-                delay = min(delay * 2, self.max_delay)
-
-    async def _serve(self, ws: ClientConnection) -> None:
-        self._ws, self.close_code = ws, None
-        self.connects += 1
-        self._connected.set()
-        hooks = asyncio.create_task(self._after_connect())
-        try:
-            async for raw in ws:
-                if (frame := parse(raw)) is not None:
-                    await self._dispatch(frame)
-        except ConnectionClosed:
-            pass
-        finally:
-            self.close_code = ws.close_code
-            self._connected.clear()
-            self._ready.clear()
-            hooks.cancel()
-            for future in self._replies.values():
-                if not future.done():
-                    future.set_exception(Lost())
-            self._replies.clear()
-            async with self._changed:
-                self._changed.notify_all()
-
-    async def _after_connect(self) -> None:
+    async def _opened(self) -> None:
         """`on_connect` first (a LOCAL client's `hello`), then the subscriptions again."""
         self.hook_error = None
         if self.on_connect is not None:
             try:
                 await self.on_connect(self)
             except (Lost, TimeoutError, WebSocketException):
-                pass
+                pass  # the socket is going; the next open runs the hook again
             except Exception as exc:  # reported by start(); the connection stays usable
                 self.hook_error = exc
         for session_id in list(self.subscribed):
             with contextlib.suppress(Lost, TimeoutError, ServerError, WebSocketException):
                 await self._subscribe_once(session_id, self._resume.get(session_id, 0))
-        self._ready.set()
-        async with self._changed:
-            self._changed.notify_all()
-
-    async def _dispatch(self, frame: Frame) -> None:
-        frame_id = str(frame["id"]) if "id" in frame else None
-        future = self._replies.get(frame_id) if frame_id is not None else None
-        if future is not None and frame.get("type") in REPLIES:
-            del self._replies[str(frame_id)]
-            if not future.done():
-                future.set_result(frame)
-        elif is_event(frame):
-            self.log.add(frame)
-            session_id = str(frame["sessionId"])
-            self._resume[session_id] = max(self._resume.get(session_id, 0), int(frame["position"]))
-        elif self.on_frame is None or not self.on_frame(frame):
-            self.unmatched.append(frame)
-        async with self._changed:
-            self._changed.notify_all()
-
-    # -- requests --------------------------------------------------------------------
-    async def send_raw(self, text: str | bytes) -> None:
-        if self._ws is None or not self._connected.is_set():
-            raise Lost()
-        try:
-            await self._ws.send(text)
-        except ConnectionClosed as exc:
-            raise Lost() from exc
 
     async def request(
         self, type_: str, session_id: str | None = None, data: dict[str, Any] | None = None, *,
@@ -241,16 +119,6 @@ class Connection:
         if isinstance(ack.get("position"), int):
             self._resume[session_id] = max(self._resume.get(session_id, 0), ack["position"])
         return ack
-
-    # -- waiting ---------------------------------------------------------------------
-    async def wait_for(self, predicate: Callable[[], bool], within: float | None = 60.0) -> None:
-        """Until `predicate` holds; TimeoutError after `within` seconds (None: no limit)."""
-
-        async def _wait() -> None:
-            async with self._changed:
-                await self._changed.wait_for(predicate)
-
-        await asyncio.wait_for(_wait(), within)
 
     async def stream(self, session_id: str) -> AsyncIterator[Frame]:
         """Every event of the session held or still to come, in arrival order; ends when
