@@ -55,6 +55,10 @@ def render(event: dict[str, Any]) -> list[str]:
         return [f"-- subagent {data.get('agentType')} in session {data.get('childSessionId')}"]
     if kind == "side_session_created":
         return [f"-- side task {data.get('sessionId')} ({data.get('contextMode')})"]
+    if kind == "tool_request_sent":
+        return [f"-- LOCAL {data.get('name')} requested ({data.get('requestId')})"]
+    if kind == "tool_request_resolved":
+        return [f"-- LOCAL request {data.get('requestId')}: {data.get('outcome')}"]
     if kind == "execution_status":
         status = f"{data.get('status')}/{data.get('deliveryStatus')}"
         return [f"-- execution {data.get('executionId')}: {status}"]
