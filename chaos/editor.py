@@ -13,7 +13,7 @@ import random
 import re
 from typing import Any
 
-from tests.e2e.wsclient import call, script
+from muster_client import call, script
 
 EDITS = 120
 ANSWER = "edited"

@@ -18,8 +18,9 @@ import random
 from dataclasses import dataclass, field
 from typing import Any
 
+from muster_client import call, script
+
 from chaos import editor
-from tests.e2e.wsclient import call, script
 
 USERS = ("alice", "bob")
 

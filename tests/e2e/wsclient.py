@@ -1,82 +1,48 @@
-"""A small real WebSocket client for the tests: requests matched to replies by `id`,
-server events collected per session, waits that end on an event (never on a sleep)."""
+"""The tests' WebSocket client: a thin layer over `muster_client.Connection` (requests
+matched to replies by `id`, server events collected per session, waits that end on an
+event, never on a sleep), keeping the helper names the tests call."""
 
 from __future__ import annotations
 
-import asyncio
-import itertools
-import json
-from collections import defaultdict
 from collections.abc import Callable
 from typing import Any
 
 import httpx
-import websockets
+from muster_client import TERMINAL, Connection, Frame, call, request_frame, script
 
-Frame = dict[str, Any]
-TERMINAL = ("COMPLETED", "FAILED", "CANCELLED")
-
-
-def script(*steps: dict[str, Any]) -> str:
-    return "#script " + json.dumps({"steps": list(steps)})
-
-
-def call(name: str, **arguments: Any) -> dict[str, Any]:
-    return {"name": name, "arguments": arguments}
-
-
-def request_frame(type_: str, frame_id: str, session_id: str | None, data: dict[str, Any] | None) -> Frame:
-    """A client → server frame; `sessionId` and `data` only when given."""
-    frame: Frame = {"type": type_, "id": frame_id}
-    if session_id is not None:
-        frame["sessionId"] = session_id
-    if data is not None:
-        frame["data"] = data
-    return frame
+__all__ = ["TERMINAL", "Client", "Frame", "Rest", "call", "request_frame", "script"]
 
 
 class Client:
-    def __init__(self, ws: Any) -> None:
-        self.ws = ws
-        self._ids = itertools.count(1)
-        self._replies: dict[str, asyncio.Future[Frame]] = {}
-        self.events: dict[str, list[Frame]] = defaultdict(list)
-        self.unmatched: list[Frame] = []
-        self._changed = asyncio.Condition()
-        self._reader = asyncio.create_task(self._read())
+    """One socket, no reconnect; every received event is kept (duplicates too, so a test
+    can see one)."""
+
+    def __init__(self, conn: Connection) -> None:
+        self.conn = conn
 
     @classmethod
     async def connect(cls, ws_url: str, token: str) -> Client:
-        ws = await websockets.connect(f"{ws_url}?token={token}", max_size=16 * 1024 * 1024)
-        return cls(ws)
+        conn = Connection(ws_url, token)
+        await conn.start()
+        return cls(conn)
+
+    @property
+    def events(self) -> dict[str, list[Frame]]:
+        return self.conn.events
+
+    @property
+    def unmatched(self) -> list[Frame]:
+        return self.conn.unmatched
 
     async def close(self) -> None:
-        self._reader.cancel()
-        await self.ws.close()
-
-    async def _read(self) -> None:
-        async for raw in self.ws:
-            frame = json.loads(raw)
-            future = self._replies.pop(str(frame.get("id")), None) if "id" in frame else None
-            if future is not None and frame["type"] in ("ack", "error", "pong"):
-                future.set_result(frame)
-            elif "position" in frame:
-                self.events[frame["sessionId"]].append(frame)
-            else:
-                self.unmatched.append(frame)
-            async with self._changed:
-                self._changed.notify_all()
+        await self.conn.close()
 
     async def send_raw(self, text: str | bytes) -> None:
-        await self.ws.send(text)
+        await self.conn.send_raw(text)
 
     async def request(self, type_: str, session_id: str | None = None, data: dict[str, Any] | None = None,
                       timeout: float = 15) -> Frame:
-        frame_id = f"r{next(self._ids)}"
-        future: asyncio.Future[Frame] = asyncio.get_running_loop().create_future()
-        self._replies[frame_id] = future
-        await self.ws.send(json.dumps(request_frame(type_, frame_id, session_id, data)))
-        return await asyncio.wait_for(future, timeout)
+        return await self.conn.request(type_, session_id, data, within=timeout)
 
     async def ack(self, type_: str, session_id: str | None = None, data: dict[str, Any] | None = None) -> dict[str, Any]:
         reply = await self.request(type_, session_id, data)
@@ -88,14 +54,10 @@ class Client:
         return self.unmatched.pop(0)
 
     async def wait_for(self, predicate: Callable[[], bool], timeout: float = 60) -> None:
-        async def _wait() -> None:
-            async with self._changed:
-                await self._changed.wait_for(predicate)
-
-        await asyncio.wait_for(_wait(), timeout)
+        await self.conn.wait_for(predicate, timeout)
 
     def phases(self, session_id: str) -> list[str]:
-        return [e["data"]["phase"] for e in self.events[session_id] if e["type"] == "session_status"]
+        return self.conn.log.phases(session_id)
 
     async def wait_phase(self, session_id: str, phases: tuple[str, ...] = TERMINAL, timeout: float = 60,
                          count: int = 1) -> str:

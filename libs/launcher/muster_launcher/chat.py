@@ -1,4 +1,5 @@
-"""`muster chat`: post one message over the WebSocket API and print the turn as it streams."""
+"""`muster chat`: post one message over the WebSocket API and print the turn as it streams
+(with `--local DIR`, also serve the turn's file tools in DIR as a LOCAL client)."""
 
 from __future__ import annotations
 
@@ -6,23 +7,23 @@ import asyncio
 import json
 import sys
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
-from urllib.parse import quote, urlsplit, urlunsplit
 
-from websockets.asyncio.client import ClientConnection, connect
+from muster_client import Connection, Frame, Lost, ServerError, ws_url
 from websockets.exceptions import WebSocketException
+
+from .local_journal import RequestJournal, default_path
+from .local_tools import LocalTools
+
+__all__ = ["TERMINAL", "chat", "render", "run_chat", "ws_url"]
 
 TERMINAL = {"COMPLETED": 0, "FAILED": 1, "CANCELLED": 1}
 _MAX_SHOWN = 2000
 # Events that only repeat what a `message` event shows anyway.
 _ECHOES = {"message_queued", "tool_call_started"}
-
-
-def ws_url(base: str, token: str) -> str:
-    parts = urlsplit(base)
-    scheme = {"http": "ws", "https": "wss"}.get(parts.scheme, parts.scheme)
-    return urlunsplit((scheme, parts.netloc, "/v1/ws", f"token={quote(token, safe='')}", ""))
 
 
 def _short(value: Any) -> str:
@@ -54,6 +55,10 @@ def render(event: dict[str, Any]) -> list[str]:
         return [f"-- subagent {data.get('agentType')} in session {data.get('childSessionId')}"]
     if kind == "side_session_created":
         return [f"-- side task {data.get('sessionId')} ({data.get('contextMode')})"]
+    if kind == "tool_request_sent":
+        return [f"-- LOCAL {data.get('name')} requested ({data.get('requestId')})"]
+    if kind == "tool_request_resolved":
+        return [f"-- LOCAL request {data.get('requestId')}: {data.get('outcome')}"]
     if kind == "execution_status":
         status = f"{data.get('status')}/{data.get('deliveryStatus')}"
         return [f"-- execution {data.get('executionId')}: {status}"]
@@ -84,28 +89,56 @@ class _Turn:
         return None
 
 
-async def _send(ws: ClientConnection, frame: dict[str, Any]) -> None:
-    await ws.send(json.dumps(frame))
+Opening = tuple[str, str | None, dict[str, Any]]
 
 
-async def _request(ws: ClientConnection, frame: dict[str, Any]) -> dict[str, Any]:
-    """Send and wait for the ack of a request that produces no events before it."""
-    await _send(ws, frame)
-    while True:
-        reply = json.loads(await ws.recv())
-        if reply.get("id") == frame["id"]:
-            if reply.get("type") == "error":
-                raise RuntimeError(f"{frame['type']}: {reply.get('data')}")
-            data: dict[str, Any] = reply.get("data") or {}
-            return data
-
-
-def _opening(request_id: str, payload: dict[str, Any], side_of: str | None, mode: str) -> dict[str, Any]:
-    """The frame that starts the chat: a new session, or a side task of `side_of`."""
+def _opening(payload: dict[str, Any], side_of: str | None, mode: str) -> Opening:
+    """The request that starts the chat: a new session, or a side task of `side_of`."""
     if side_of is None:
-        return {"type": "create_session", "id": request_id, "data": payload}
-    data = {**payload, "contextMode": mode}
-    return {"type": "create_side_session", "id": request_id, "sessionId": side_of, "data": data}
+        return "create_session", None, payload
+    return "create_side_session", side_of, {**payload, "contextMode": mode}
+
+
+def _on_frame(tools: LocalTools | None) -> Callable[[Frame], bool]:
+    """Tool requests to the LOCAL tools; errors not answering a request are shown."""
+
+    def take(frame: Frame) -> bool:
+        if tools is not None and tools.on_frame(frame):
+            return True
+        if frame.get("type") == "error":
+            print(f"error: {frame.get('data')}", file=sys.stderr)
+            return True
+        return False
+
+    return take
+
+
+def _stderr(line: str) -> None:
+    print(line, file=sys.stderr, flush=True)
+
+
+async def _converse(conn: Connection, message: str, session: str | None, opening: Opening) -> int:
+    turn = _Turn(message)
+    if session:
+        await conn.subscribe(session)
+        reply = await conn.request("send_message", session, opening[2])
+    else:
+        reply = await conn.request(*opening)
+    if reply.get("type") == "error":
+        print(f"error: {reply.get('data')}", file=sys.stderr)
+        return 2
+    ack = reply.get("data") or {}
+    session = session or str(ack.get("sessionId"))
+    conn.follow(session)
+    turn.message_id, turn.queued = ack.get("messageId"), bool(ack.get("queued"))
+    print(f"session: {session}" + (" (queued)" if turn.queued else ""), flush=True)
+    async for event in conn.stream(session):
+        for line in render(event):
+            print(line, flush=True)
+        if (code := turn.observe(event)) is not None:
+            return code
+    print("error: connection closed before the turn ended", file=sys.stderr)
+    return 2
 
 
 async def chat(
@@ -115,41 +148,29 @@ async def chat(
     session: str | None,
     side_of: str | None = None,
     mode: str = "none",
+    local: Path | None = None,
+    state_dir: Path | None = None,
 ) -> int:
-    async with connect(ws_url(base_url, token), max_size=16 << 20) as ws:
-        turn = _Turn(message)
-        request_id = uuid.uuid4().hex
-        payload = {"content": message, "clientMessageId": uuid.uuid4().hex}
-        if session:
-            await _request(ws, {"type": "subscribe", "id": uuid.uuid4().hex, "sessionId": session})
-            await _send(
-                ws,
-                {"type": "send_message", "id": request_id, "sessionId": session, "data": payload},
-            )
-        else:
-            await _send(ws, _opening(request_id, payload, side_of, mode))
-        async for raw in ws:
-            frame = json.loads(raw)
-            if frame.get("id") == request_id:
-                if frame.get("type") == "error":
-                    print(f"error: {frame.get('data')}", file=sys.stderr)
-                    return 2
-                ack = frame.get("data") or {}
-                session = session or ack.get("sessionId")
-                turn.message_id, turn.queued = ack.get("messageId"), bool(ack.get("queued"))
-                print(f"session: {session}" + (" (queued)" if turn.queued else ""), flush=True)
-                continue
-            if frame.get("type") == "error":
-                print(f"error: {frame.get('data')}", file=sys.stderr)
-                continue
-            if session and frame.get("sessionId") not in (None, session):
-                continue
-            for line in render(frame):
-                print(line, flush=True)
-            if (code := turn.observe(frame)) is not None:
-                return code
-    print("error: connection closed before the turn ended", file=sys.stderr)
-    return 2
+    """One turn. With `local`, a LOCAL client too: the new session is LOCAL, tool requests
+    run in that directory, and a dropped socket is reconnected (hello and subscriptions
+    again) until the turn ends."""
+    payload: dict[str, Any] = {"content": message, "clientMessageId": uuid.uuid4().hex}
+    tools = None
+    if local is not None:
+        tools = LocalTools(local, RequestJournal(default_path(local, state_dir)), _stderr)
+        if session is None and side_of is None:
+            payload["executionMode"] = "LOCAL"
+    conn = Connection(base_url, token, reconnect=tools is not None, keep_duplicates=False)
+    if tools is not None:
+        tools.attach(conn)
+    conn.on_frame = _on_frame(tools)
+    try:
+        await conn.start()
+        return await _converse(conn, message, session, _opening(payload, side_of, mode))
+    finally:
+        await conn.close()
+        if tools is not None:
+            await tools.close()
 
 
 def run_chat(
@@ -161,12 +182,18 @@ def run_chat(
     *,
     side_of: str | None = None,
     mode: str = "none",
+    local: Path | None = None,
+    state_dir: Path | None = None,
 ) -> int:
     try:
-        return asyncio.run(asyncio.wait_for(chat(base_url, token, message, session, side_of, mode), timeout))
+        turn = chat(base_url, token, message, session, side_of, mode, local, state_dir)
+        return asyncio.run(asyncio.wait_for(turn, timeout))
     except TimeoutError:
         print(f"error: no end of turn within {timeout:g}s", file=sys.stderr)
         return 3
-    except (OSError, RuntimeError, WebSocketException) as exc:
+    except ServerError as exc:
         print(f"error: {exc}", file=sys.stderr)
+        return 2
+    except (OSError, RuntimeError, Lost, WebSocketException) as exc:
+        print(f"error: {exc or type(exc).__name__}", file=sys.stderr)
         return 2

@@ -1,5 +1,6 @@
 """The `muster` command: `muster run` starts everything, `muster chat` talks to it,
-`muster rebuild` replays the projections from the events (or `--check`s them)."""
+`muster local-client DIR` serves a LOCAL session's file tools in DIR, `muster rebuild`
+replays the projections from the events (or `--check`s them)."""
 
 from __future__ import annotations
 
@@ -21,9 +22,7 @@ def _parser() -> argparse.ArgumentParser:
         help="do not wait for the gateway's /healthz before printing the ready lines",
     )
     chat = commands.add_parser("chat", help="send a message and print the turn as it streams")
-    port = os.environ.get("MUSTER_GATEWAY_PORT") or "8765"
-    chat.add_argument("--url", default=f"http://127.0.0.1:{port}")
-    chat.add_argument("--token", help="default: $MUSTER_TOKEN, else the data dir's token")
+    _connection_arguments(chat)
     target = chat.add_mutually_exclusive_group()
     target.add_argument("--session", help="post to this session instead of creating one")
     target.add_argument("--side-of", metavar="ID", help="start a side task of this session with the message")
@@ -34,7 +33,18 @@ def _parser() -> argparse.ArgumentParser:
         help="with --side-of: what the side task inherits (nothing, a summary, the whole history)",
     )
     chat.add_argument("--timeout", type=float, default=600.0, help="seconds to wait for the turn")
+    chat.add_argument(
+        "--local",
+        metavar="DIR",
+        type=Path,
+        help="be the LOCAL client: a new session is LOCAL and its file tools run in DIR",
+    )
     chat.add_argument("message")
+    local = commands.add_parser(
+        "local-client", help="serve the file tools of your LOCAL sessions in DIR until stopped"
+    )
+    _connection_arguments(local)
+    local.add_argument("directory", metavar="DIR", type=Path)
     rebuild = commands.add_parser(
         "rebuild",
         help="drop the projections and replay them from the events ($DATABASE_URL, else the local database)",
@@ -48,6 +58,18 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _connection_arguments(parser: argparse.ArgumentParser) -> None:
+    port = os.environ.get("MUSTER_GATEWAY_PORT") or "8765"
+    parser.add_argument("--url", default=f"http://127.0.0.1:{port}")
+    parser.add_argument("--token", help="default: $MUSTER_TOKEN, else the data dir's token")
+    parser.add_argument(
+        "--state-dir",
+        type=Path,
+        help="LOCAL client: where the journal of the requests it ran is kept "
+        "(default: $XDG_STATE_HOME/muster/local/<digest of DIR>)",
+    )
+
+
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     if args.command == "run":
@@ -58,18 +80,33 @@ def main(argv: list[str] | None = None) -> int:
         from .rebuild_cli import run_rebuild
 
         return run_rebuild(args.check, args.batch)
-    from .chat import run_chat
-
     data_dir = Path(os.environ.get("MUSTER_DATA_DIR") or ".muster")
     token = args.token or default_client_token(data_dir, os.environ)
     if not token:
         print(
-            "muster chat: no token (use --token, $MUSTER_TOKEN, or run `muster run` first)",
+            f"muster {args.command}: no token (use --token, $MUSTER_TOKEN, or run `muster run` first)",
             file=sys.stderr,
         )
         return 2
+    if args.command == "local-client":
+        from .local_client import run_local_client
+
+        return run_local_client(args.url, token, args.directory, args.state_dir)
+    if args.local is not None and not args.local.is_dir():
+        print(f"muster chat: --local {args.local} is not a directory", file=sys.stderr)
+        return 2
+    from .chat import run_chat
+
     return run_chat(
-        args.url, token, args.message, args.session, args.timeout, side_of=args.side_of, mode=args.mode
+        args.url,
+        token,
+        args.message,
+        args.session,
+        args.timeout,
+        side_of=args.side_of,
+        mode=args.mode,
+        local=args.local,
+        state_dir=args.state_dir,
     )
 
 

@@ -49,3 +49,10 @@ def test_queued_turn_waits_for_its_own_message() -> None:
     user = {"type": "message", "data": {"role": "USER", "messageId": "m2", "content": "second"}}
     assert turn.observe(user) is None
     assert turn.observe(_status("FAILED")) == 1
+
+
+def test_render_local_tool_requests() -> None:
+    sent = {"type": "tool_request_sent", "data": {"requestId": "r1", "toolCallId": "c1", "name": "write_file"}}
+    assert render(sent) == ["-- LOCAL write_file requested (r1)"]
+    resolved = {"type": "tool_request_resolved", "data": {"requestId": "r1", "outcome": "answered"}}
+    assert render(resolved) == ["-- LOCAL request r1: answered"]
