@@ -9,12 +9,15 @@ from __future__ import annotations
 
 import logging
 from collections import OrderedDict
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
+from contextlib import AbstractContextManager, nullcontext
 from typing import Any, TypeVar
 
 from aiokafka import AIOKafkaProducer
+from muster_contracts.published import RecordedEvent
 from pydantic import TypeAdapter, ValidationError
 
+from muster_runtime import lineage, tracing
 from muster_runtime.kafka import dead_letter
 
 log = logging.getLogger("muster.edge")
@@ -38,6 +41,7 @@ class Edge:
         dispatch: Callable[[T], Awaitable[None]],
         *,
         offset: tuple[Any, ...] = (),
+        headers: Sequence[tuple[str, bytes]] = (),
     ) -> None:
         try:
             message = adapter.validate_json(raw)
@@ -45,7 +49,9 @@ class Edge:
             await self._park(raw, key, f"invalid message: {exc}")
             return
         try:
-            await dispatch(message)
+            # What the handler writes is caused by this message and continues its trace.
+            with lineage.caused_by(lineage.of_message(message)), self._span(message, headers):
+                await dispatch(message)
         except Exception as exc:
             attempts = self._count(offset or (raw,))
             if attempts >= self.max_attempts:
@@ -57,6 +63,18 @@ class Edge:
             )
             raise
         self._attempts.pop(offset or (raw,), None)
+
+    def _span(self, message: object, headers: Sequence[tuple[str, bytes]]) -> AbstractContextManager[Any]:
+        if not tracing.enabled():
+            return nullcontext()
+        metadata = message.metadata if isinstance(message, RecordedEvent) else {}
+        return tracing.consumer_span(
+            self.topic,
+            str(getattr(message, "type", type(message).__name__)),
+            headers,
+            fallback=metadata.get(tracing.TRACEPARENT),
+            attributes={"muster.consumer": self.consumer},
+        )
 
     def _count(self, ident: tuple[Any, ...]) -> int:
         attempts = self._attempts.get(ident, 0) + 1

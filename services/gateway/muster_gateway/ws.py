@@ -17,6 +17,7 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 from fastapi import APIRouter, WebSocket
+from muster_runtime import tracing
 from starlette.websockets import WebSocketDisconnect
 
 from muster_gateway import commands, queries, side_sessions, streams
@@ -132,6 +133,10 @@ HANDLERS: dict[str, Handler] = {
 }
 
 
+# Frames that write, and so cause work elsewhere: each is the root of a trace.
+TRACED = frozenset({"create_session", "send_message", "create_side_session", "cancel"})
+
+
 async def _serve(gw: Gateway, client: Client, raw: str | bytes) -> None:
     started = time.perf_counter()
     frame_type, frame_id = "invalid", None
@@ -139,7 +144,12 @@ async def _serve(gw: Gateway, client: Client, raw: str | bytes) -> None:
         frame = parse_frame(raw)
         frame_type, frame_id = frame.type, frame.id
         gw.metrics.frame(frame_type)
-        await HANDLERS[frame.type](gw, client, frame)
+        if frame.type in TRACED:
+            # The root of the trace of everything this frame causes (ADR 0017).
+            with tracing.server_span(f"ws {frame.type}", {"muster.frame_type": frame.type}):
+                await HANDLERS[frame.type](gw, client, frame)
+        else:
+            await HANDLERS[frame.type](gw, client, frame)
     except (FrameError, GatewayError) as exc:
         if isinstance(exc, FrameError):
             gw.metrics.frame("invalid")
