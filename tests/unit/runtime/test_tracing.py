@@ -4,17 +4,13 @@ tracing off nothing is added anywhere."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from uuid import uuid4
 
-import pytest
-from muster_contracts.commands import ProcessSession, SESSION_COMMANDS
+from muster_contracts.commands import SESSION_COMMANDS, ProcessSession
 from muster_contracts.events import SessionCreated
 from muster_runtime import lineage, tracing
 from muster_runtime.edge import Edge
 from muster_runtime.memory_uow import MemoryStore
-from opentelemetry.sdk.trace import TracerProvider
-from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.trace import SpanKind
 
@@ -22,19 +18,6 @@ from opentelemetry.trace import SpanKind
 def created() -> tuple[str, list[SessionCreated]]:
     session_id = uuid4()
     return str(session_id), [SessionCreated(session_id=session_id, user_id="u", root_session_id=session_id)]
-
-
-@pytest.fixture
-def spans() -> Iterator[InMemorySpanExporter]:
-    exporter = InMemorySpanExporter()
-    provider = TracerProvider()
-    provider.add_span_processor(SimpleSpanProcessor(exporter))
-    tracing.install(provider)
-    try:
-        yield exporter
-    finally:
-        tracing.install(None)
-        provider.shutdown()
 
 
 def test_a_consumer_span_continues_the_trace_of_the_headers(spans: InMemorySpanExporter) -> None:

@@ -19,7 +19,6 @@ from muster_runtime.postgres_uow import PostgresUnitOfWork
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 from tests.databases import fresh_database_url
-from tests.unit.runtime.test_tracing import spans  # noqa: F401
 
 
 @pytest.fixture
@@ -73,7 +72,7 @@ async def test_the_writer_publishes_the_trace_context_in_the_headers(
 ) -> None:
     _, pool = database
     producer = Producer()
-    context, command, cause = await decide(pool, producer)
+    context, _, cause = await decide(pool, producer)
     assert context is not None
     sent = by_topic(producer.sent)
     assert sent["muster.commands"][1] == [("traceparent", context.encode())]
@@ -105,7 +104,7 @@ async def test_the_relay_sends_the_same_headers_after_the_writer_failed(
 
 
 async def test_off_no_context_is_stored_or_sent(database: tuple[str, Pool]) -> None:
-    url, pool = database
+    _, pool = database
     producer = Producer()
     context, _, _ = await decide(pool, producer)
     assert context is None
