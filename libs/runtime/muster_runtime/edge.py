@@ -50,7 +50,7 @@ class Edge:
             return
         try:
             # What the handler writes is caused by this message and continues its trace.
-            with lineage.caused_by(lineage.of_message(message)), self._span(message, headers):
+            with lineage.caused_by(lineage.of_message(message)), self._span(message, key, headers):
                 await dispatch(message)
         except Exception as exc:
             attempts = self._count(offset or (raw,))
@@ -64,7 +64,9 @@ class Edge:
             raise
         self._attempts.pop(offset or (raw,), None)
 
-    def _span(self, message: object, headers: Sequence[tuple[str, bytes]]) -> AbstractContextManager[Any]:
+    def _span(
+        self, message: object, key: bytes | None, headers: Sequence[tuple[str, bytes]]
+    ) -> AbstractContextManager[Any]:
         if not tracing.enabled():
             return nullcontext()
         metadata = message.metadata if isinstance(message, RecordedEvent) else {}
@@ -73,7 +75,10 @@ class Edge:
             str(getattr(message, "type", type(message).__name__)),
             headers,
             fallback=metadata.get(tracing.TRACEPARENT),
-            attributes={"muster.consumer": self.consumer},
+            attributes={
+                "muster.consumer": self.consumer,
+                "messaging.kafka.message.key": key.decode(errors="replace") if key else "",
+            },
         )
 
     def _count(self, ident: tuple[Any, ...]) -> int:
