@@ -85,6 +85,18 @@ def stamp(message: E) -> E:
     )
 
 
+def fill(body: dict[str, Any]) -> dict[str, Any]:
+    """`stamp` on a command's JSON body (cheaper than copying the model), in place."""
+    if body.get(CORRELATION) is None or body.get(CAUSATION) is None:
+        lineage = _current.get()
+        own = body["message_id"]
+        if body.get(CORRELATION) is None:
+            body[CORRELATION] = str(lineage.correlation_id) if lineage else own
+        if body.get(CAUSATION) is None:
+            body[CAUSATION] = str(lineage.causation_id) if lineage else own
+    return body
+
+
 def event_metadata(metadata: dict[str, Any] | None, first_event_id: UUID) -> dict[str, Any]:
     """The metadata of an append: the writer's own keys, the lineage (rooted at the first
     event when there is none) and, when tracing, the trace context."""

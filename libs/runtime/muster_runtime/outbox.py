@@ -44,7 +44,7 @@ async def enqueue(conn: Connection, topic: str, key: str, message: Envelope) -> 
     work publishes it right after commit, else the relay does after its grace period. Its
     correlation and causation ids are filled here, and the current trace context is kept
     with the row, so whoever publishes it sends the same headers."""
-    body = lineage.stamp(message).model_dump(mode="json")
+    body = lineage.fill(message.model_dump(mode="json"))
     claimed = dispatch.claiming()
     context = tracing.traceparent()
     outbox_id = await conn.fetchval(

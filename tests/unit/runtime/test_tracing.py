@@ -115,3 +115,15 @@ async def test_a_message_without_cause_is_its_own_correlation_and_cause() -> Non
     assert stored[0].metadata["correlation_id"] == stored[0].metadata["causation_id"] == str(stored[0].event_id)
     (_, _, sent), = store.sent
     assert sent.correlation_id == sent.causation_id == sent.message_id
+
+
+def test_a_command_body_is_filled_from_the_lineage_or_is_its_own_cause() -> None:
+    command = ProcessSession(session_id=uuid4())
+    own = lineage.fill(command.model_dump(mode="json"))
+    assert own["correlation_id"] == own["causation_id"] == str(command.message_id)
+    cause = lineage.Lineage(uuid4(), uuid4())
+    with lineage.caused_by(cause):
+        body = lineage.fill(command.model_dump(mode="json"))
+        kept = lineage.fill(ProcessSession(session_id=uuid4(), correlation_id=cause.causation_id).model_dump(mode="json"))
+    assert (body["correlation_id"], body["causation_id"]) == (str(cause.correlation_id), str(cause.causation_id))
+    assert (kept["correlation_id"], kept["causation_id"]) == (str(cause.causation_id), str(cause.causation_id))
