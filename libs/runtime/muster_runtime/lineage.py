@@ -52,6 +52,14 @@ def origin_metadata(origin: UUID) -> dict[str, str]:
     return {CORRELATION: str(origin), CAUSATION: str(origin)}
 
 
+def begin_turn(origin: UUID) -> None:
+    """A turn started from the input `origin`: what this task writes from now on belongs to
+    it (a loop that starts the next queued turn itself goes on under the new correlation)."""
+    lineage = _current.get()
+    if lineage is None or lineage.correlation_id != origin:
+        _current.set(root(origin))
+
+
 def of_message(message: object) -> Lineage | None:
     """The lineage of what a handler of `message` decides: same correlation, caused by it."""
     if isinstance(message, Envelope):
