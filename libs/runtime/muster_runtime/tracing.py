@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import threading
 from collections.abc import AsyncIterator, Mapping, Sequence
 from typing import Any
 
@@ -33,6 +34,7 @@ Headers = list[tuple[str, bytes]]
 _tracer: trace.Tracer | None = None
 _propagator = TraceContextTextMapPropagator()
 _OFF: contextlib.AbstractContextManager[Any] = contextlib.nullcontext()
+SHUTDOWN_WITHIN_S = 3.0
 
 
 def install(provider: TracerProvider | None) -> None:
@@ -52,7 +54,8 @@ def provider_for(service: str, settings: Settings) -> TracerProvider:
     from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
 
     resource = Resource.create({SERVICE_NAME: service, SERVICE_INSTANCE_ID: settings.instance_id})
-    provider = TracerProvider(resource=resource)
+    # Shut down by `running`, within a bound; not at interpreter exit, which it could delay.
+    provider = TracerProvider(resource=resource, shutdown_on_exit=False)
     provider.add_span_processor(BatchSpanProcessor(OTLPSpanExporter()))
     return provider
 
@@ -70,7 +73,15 @@ async def running(service: str, settings: Settings) -> AsyncIterator[None]:
         yield
     finally:
         install(None)
-        await asyncio.to_thread(provider.shutdown)
+        await asyncio.to_thread(_shutdown, provider, SHUTDOWN_WITHIN_S)
+
+
+def _shutdown(provider: TracerProvider, within_s: float) -> None:
+    """Export what is buffered, waiting at most `within_s`: an unreachable collector must
+    not hold up a service's stop (the exporter retries for its whole timeout)."""
+    thread = threading.Thread(target=provider.shutdown, name="otel-shutdown", daemon=True)
+    thread.start()
+    thread.join(within_s)
 
 
 def span(

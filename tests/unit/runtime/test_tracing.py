@@ -4,13 +4,18 @@ tracing off nothing is added anywhere."""
 
 from __future__ import annotations
 
+import socket
+import time
+from pathlib import Path
 from uuid import uuid4
 
+import pytest
 from muster_contracts.commands import SESSION_COMMANDS, ProcessSession
 from muster_contracts.events import SessionCreated
 from muster_runtime import lineage, tracing
 from muster_runtime.edge import Edge
 from muster_runtime.memory_uow import MemoryStore
+from muster_runtime.settings import Settings
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.trace import SpanKind
 
@@ -127,3 +132,22 @@ def test_a_command_body_is_filled_from_the_lineage_or_is_its_own_cause() -> None
         kept = lineage.fill(ProcessSession(session_id=uuid4(), correlation_id=cause.causation_id).model_dump(mode="json"))
     assert (body["correlation_id"], body["causation_id"]) == (str(cause.correlation_id), str(cause.causation_id))
     assert (kept["correlation_id"], kept["causation_id"]) == (str(cause.causation_id), str(cause.causation_id))
+
+
+async def test_a_service_traces_only_with_an_endpoint_and_stops_in_bounded_time(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    async with tracing.running("harness", Settings("", "", tmp_path)):
+        assert not tracing.enabled()
+    # A collector nobody listens on: the exporter retries, the stop does not wait for it.
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        closed = f"http://127.0.0.1:{sock.getsockname()[1]}"
+    monkeypatch.setenv("OTEL_EXPORTER_OTLP_ENDPOINT", closed)
+    started = time.monotonic()
+    async with tracing.running("harness", Settings("", "", tmp_path, otel_endpoint=closed)):
+        assert tracing.enabled()
+        with tracing.server_span("ws send_message"):
+            assert tracing.traceparent() is not None
+    assert not tracing.enabled()
+    assert time.monotonic() - started < tracing.SHUTDOWN_WITHIN_S + 2
