@@ -3,8 +3,9 @@
 The correlation id is the turn's originating id (the accepted user input that started it);
 the causation id is the message that caused this one: the command or event a consumer was
 handling when it decided. Edges set the lineage of what they handle (`caused_by`), the
-gateway roots a turn at its input (`root`), and writers fill what they send from it:
-commands through `stamp`, events through `event_metadata`. A message written with no
+gateway roots a turn at its input (`origin_metadata`), a turn started from queued input
+switches to it (`begin_turn`), and writers fill what they send from it: commands through
+`fill` (`stamp` in memory), events through `event_metadata`. A message written with no
 lineage in context (a reconciliation scan, a REST request) starts its own: its correlation
 and causation ids are its own id, the usual convention for a first message.
 """
