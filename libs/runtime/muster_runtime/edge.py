@@ -10,10 +10,11 @@ from __future__ import annotations
 import logging
 from collections import OrderedDict
 from collections.abc import Awaitable, Callable, Sequence
-from contextlib import AbstractContextManager, nullcontext
+from contextlib import AbstractContextManager
 from typing import Any, TypeVar
 
 from aiokafka import AIOKafkaProducer
+from muster_contracts.envelope import Envelope
 from muster_contracts.published import RecordedEvent
 from pydantic import TypeAdapter, ValidationError
 
@@ -48,9 +49,13 @@ class Edge:
         except ValidationError as exc:
             await self._park(raw, key, f"invalid message: {exc}")
             return
+        # What the handler writes is caused by this message and continues its trace.
+        cause = lineage.enter(message if isinstance(message, Envelope | RecordedEvent) else None)
         try:
-            # What the handler writes is caused by this message and continues its trace.
-            with lineage.caused_by(lineage.of_message(message)), self._span(message, key, headers):
+            if tracing.enabled():
+                with self._span(message, key, headers):
+                    await dispatch(message)
+            else:
                 await dispatch(message)
         except Exception as exc:
             attempts = self._count(offset or (raw,))
@@ -62,13 +67,13 @@ class Edge:
                 "message_failed consumer=%s attempt=%d error=%s", self.consumer, attempts, type(exc).__name__
             )
             raise
+        finally:
+            lineage.leave(cause)
         self._attempts.pop(offset or (raw,), None)
 
     def _span(
         self, message: object, key: bytes | None, headers: Sequence[tuple[str, bytes]]
     ) -> AbstractContextManager[Any]:
-        if not tracing.enabled():
-            return nullcontext()
         metadata = message.metadata if isinstance(message, RecordedEvent) else {}
         return tracing.consumer_span(
             self.topic,
