@@ -15,9 +15,10 @@ import logging
 import time
 from collections.abc import Awaitable, Callable
 from typing import Any
+from uuid import uuid4
 
 from fastapi import APIRouter, WebSocket
-from muster_runtime import tracing
+from muster_runtime import lineage, tracing
 from starlette.websockets import WebSocketDisconnect
 
 from muster_gateway import commands, queries, side_sessions, streams
@@ -145,8 +146,13 @@ async def _serve(gw: Gateway, client: Client, raw: str | bytes) -> None:
         frame_type, frame_id = frame.type, frame.id
         gw.metrics.frame(frame_type)
         if frame.type in TRACED:
-            # The root of the trace of everything this frame causes (ADR 0017).
-            with tracing.server_span(f"ws {frame.type}", {"muster.frame_type": frame.type}):
+            # The root of the trace, and of the lineage, of everything this frame causes
+            # (ADR 0017); a frame that posts input names that input instead.
+            root = lineage.root(uuid4())
+            with (
+                tracing.server_span(f"ws {frame.type}", {"muster.frame_type": frame.type}),
+                lineage.caused_by(root),
+            ):
                 await HANDLERS[frame.type](gw, client, frame)
         else:
             await HANDLERS[frame.type](gw, client, frame)
