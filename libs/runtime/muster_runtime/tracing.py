@@ -17,16 +17,16 @@ import asyncio
 import contextlib
 import threading
 from collections.abc import AsyncIterator, Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from opentelemetry import trace
-from opentelemetry.sdk.resources import SERVICE_INSTANCE_ID, SERVICE_NAME, Resource
-from opentelemetry.sdk.trace import TracerProvider
-from opentelemetry.sdk.trace.export import BatchSpanProcessor
 from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
 from opentelemetry.util.types import AttributeValue
 
 from muster_runtime.settings import Settings
+
+if TYPE_CHECKING:  # the SDK is imported only when tracing is on (it is slow to import)
+    from opentelemetry.sdk.trace import TracerProvider
 
 TRACEPARENT = "traceparent"
 Headers = list[tuple[str, bytes]]
@@ -52,6 +52,9 @@ def provider_for(service: str, settings: Settings) -> TracerProvider:
     """A provider exporting over OTLP/HTTP in batches; the exporter reads the endpoint and
     the other `OTEL_EXPORTER_OTLP_*` variables itself."""
     from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
+    from opentelemetry.sdk.resources import SERVICE_INSTANCE_ID, SERVICE_NAME, Resource
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import BatchSpanProcessor
 
     resource = Resource.create({SERVICE_NAME: service, SERVICE_INSTANCE_ID: settings.instance_id})
     # Shut down by `running`, within a bound; not at interpreter exit, which it could delay.
