@@ -16,7 +16,7 @@ from uuid import UUID, uuid4
 
 from muster_contracts import events as ev
 from muster_contracts.commands import ResumeSession
-from muster_runtime import topics
+from muster_runtime import topics, tracing
 from muster_runtime.unit_of_work import AbstractUnitOfWork, Row, UnitOfWorkFactory
 
 from muster_agent import session_store as store
@@ -66,7 +66,8 @@ async def settle_locked(uow: AbstractUnitOfWork, parent: Row) -> int:
     if waiting:
         log.info("parent_recovery_wait parent=%s open_executions=%d", parent_session_id, len(waiting))
         return settled
-    return settled + await _deliver(uow, parent, [by_call[c["id"]] for c in pending])
+    with tracing.span("barrier delivery", {"muster.session_id": str(parent_session_id)}):
+        return settled + await _deliver(uow, parent, [by_call[c["id"]] for c in pending])
 
 
 async def _deliver(uow: AbstractUnitOfWork, parent: Row, executions: list[Row]) -> int:

@@ -18,7 +18,7 @@ from uuid import UUID, uuid4
 
 import asyncpg
 from muster_contracts import events as ev
-from muster_runtime import eventstore
+from muster_runtime import eventstore, tracing
 from muster_runtime.unit_of_work import AbstractUnitOfWork, UnitOfWorkFactory
 
 from muster_agent import session_store as store
@@ -68,6 +68,11 @@ Step = tuple[str, SessionState | None]  # the outcome, and the state to go on wi
 async def run_until_idle(deps: LoopDeps, session_id: UUID) -> str:
     """Step until the turn ends or waits. The history is loaded once; each step carries the
     state forward from its own records and reloads only when another writer moved first."""
+    with tracing.span("session loop", {"muster.session_id": str(session_id)}):
+        return await _steps(deps, session_id)
+
+
+async def _steps(deps: LoopDeps, session_id: UUID) -> str:
     state: SessionState | None = None
     while True:
         try:
@@ -132,7 +137,8 @@ async def step(deps: LoopDeps, state: SessionState | None) -> Step:
         tools=tool_schemas(tools),
     )
     try:
-        reply = await deps.model.complete(request)
+        with tracing.span("model call", {"muster.model": request.model}):
+            reply = await deps.model.complete(request)
     except ModelError as exc:
         return await _close_turn(deps, state, [], failure=str(exc))
     return await _record_reply(deps, state, reply)

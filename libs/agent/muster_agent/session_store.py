@@ -14,6 +14,7 @@ from typing import Any, NamedTuple
 from uuid import UUID, uuid4
 
 from muster_contracts import events as ev
+from muster_runtime import lineage
 from muster_runtime.unit_of_work import RUNNING_PHASES as RUNNING_PHASES
 from muster_runtime.unit_of_work import WAITING_PHASES as WAITING_PHASES
 from muster_runtime.unit_of_work import AbstractUnitOfWork, Row, UnitOfWorkFactory
@@ -177,4 +178,6 @@ async def start_next_turn(
         events.append(ev.SessionPhaseChanged(phase="RUNNING"))
     if events:
         await uow.append(str(session_id), events, expected_version=row["version"])
+    if queued is not None:
+        lineage.begin_turn(queued["message_id"])
     return queued is not None

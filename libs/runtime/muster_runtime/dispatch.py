@@ -30,6 +30,8 @@ class Outgoing:
     topic: str
     key: bytes
     values: tuple[bytes, ...]
+    # The trace context's Kafka headers, shared by the row's records (None: not tracing).
+    headers: list[tuple[str, bytes]] | None = None
 
 
 _collected: ContextVar[list[Outgoing] | None] = ContextVar("muster_outgoing", default=None)
@@ -77,7 +79,7 @@ class Dispatcher:
     async def dispatch(self, items: list[Outgoing]) -> None:
         try:
             futures = [
-                await self._producer.send(item.topic, value, key=item.key)
+                await self._producer.send(item.topic, value, key=item.key, headers=item.headers)
                 for item in items
                 for value in item.values
             ]

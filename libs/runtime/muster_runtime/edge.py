@@ -9,12 +9,16 @@ from __future__ import annotations
 
 import logging
 from collections import OrderedDict
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
+from contextlib import AbstractContextManager
 from typing import Any, TypeVar
 
 from aiokafka import AIOKafkaProducer
+from muster_contracts.envelope import Envelope
+from muster_contracts.published import RecordedEvent
 from pydantic import TypeAdapter, ValidationError
 
+from muster_runtime import lineage, tracing
 from muster_runtime.kafka import dead_letter
 
 log = logging.getLogger("muster.edge")
@@ -38,14 +42,21 @@ class Edge:
         dispatch: Callable[[T], Awaitable[None]],
         *,
         offset: tuple[Any, ...] = (),
+        headers: Sequence[tuple[str, bytes]] = (),
     ) -> None:
         try:
             message = adapter.validate_json(raw)
         except ValidationError as exc:
             await self._park(raw, key, f"invalid message: {exc}")
             return
+        # What the handler writes is caused by this message and continues its trace.
+        cause = lineage.enter(message if isinstance(message, Envelope | RecordedEvent) else None)
         try:
-            await dispatch(message)
+            if tracing.enabled():
+                with self._span(message, key, headers):
+                    await dispatch(message)
+            else:
+                await dispatch(message)
         except Exception as exc:
             attempts = self._count(offset or (raw,))
             if attempts >= self.max_attempts:
@@ -56,7 +67,24 @@ class Edge:
                 "message_failed consumer=%s attempt=%d error=%s", self.consumer, attempts, type(exc).__name__
             )
             raise
+        finally:
+            lineage.leave(cause)
         self._attempts.pop(offset or (raw,), None)
+
+    def _span(
+        self, message: object, key: bytes | None, headers: Sequence[tuple[str, bytes]]
+    ) -> AbstractContextManager[Any]:
+        metadata = message.metadata if isinstance(message, RecordedEvent) else {}
+        return tracing.consumer_span(
+            self.topic,
+            str(getattr(message, "type", type(message).__name__)),
+            headers,
+            fallback=metadata.get(tracing.TRACEPARENT),
+            attributes={
+                "muster.consumer": self.consumer,
+                "messaging.kafka.message.key": key.decode(errors="replace") if key else "",
+            },
+        )
 
     def _count(self, ident: tuple[Any, ...]) -> int:
         attempts = self._attempts.get(ident, 0) + 1

@@ -13,7 +13,7 @@ from uuid import UUID, uuid4
 from muster_contracts.events import DomainEvent
 from muster_contracts.upcasting import load_event
 
-from muster_runtime import dispatch, topics
+from muster_runtime import dispatch, lineage, topics, tracing
 from muster_runtime.db import Connection, UniqueViolation
 
 
@@ -56,11 +56,12 @@ class _Batch:
 
     @classmethod
     def of(cls, events: Sequence[DomainEvent], metadata: dict[str, Any] | None) -> _Batch:
+        event_ids = [uuid4() for _ in events]
         return cls(
             events,
-            [uuid4() for _ in events],
+            event_ids,
             [e.payload() for e in events],
-            metadata or {},
+            lineage.event_metadata(metadata, event_ids[0]) if event_ids else metadata or {},
             datetime.now(UTC),
             dispatch.claiming(),
         )
@@ -97,6 +98,7 @@ class _Batch:
                 topics.EVENTS,
                 stream_id.encode(),
                 tuple(map(published_value, stored, self.payloads)),
+                tracing.headers(self.metadata.get(tracing.TRACEPARENT)),
             )
         )
         return stored

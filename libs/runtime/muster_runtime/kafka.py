@@ -12,7 +12,7 @@ from aiokafka import AIOKafkaProducer
 from aiokafka.errors import KafkaConnectionError
 
 from muster_runtime import topics
-from muster_runtime.outbox import Publish
+from muster_runtime.outbox import Publish, Record
 from muster_runtime.settings import Settings
 
 log = logging.getLogger("muster.kafka")
@@ -57,8 +57,11 @@ async def start_producer(settings: Settings, *, within_s: float = 60.0) -> AIOKa
 
 
 def publisher(producer: AIOKafkaProducer) -> Publish:
-    async def publish(batch: list[tuple[str, bytes, bytes]]) -> None:
-        futures = [await producer.send(topic, value, key=key) for topic, key, value in batch]
+    async def publish(batch: list[Record]) -> None:
+        futures = [
+            await producer.send(topic, value, key=key, headers=headers)
+            for topic, key, value, headers in batch
+        ]
         await asyncio.gather(*futures)
 
     return publish

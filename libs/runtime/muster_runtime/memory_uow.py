@@ -20,6 +20,7 @@ from uuid import UUID, uuid4
 from muster_contracts import events as ev
 from muster_contracts.envelope import Envelope
 
+from muster_runtime import lineage
 from muster_runtime.eventstore import ConcurrencyError, Recorded, StoredEvent
 from muster_runtime.memory_projection import Tables, project
 from muster_runtime.unit_of_work import (
@@ -102,10 +103,12 @@ class InMemoryUnitOfWork(AbstractUnitOfWork):
             raise ConcurrencyError(f"stream {stream_id} moved past {expected_version}")
         now = datetime.now(UTC)
         stored = []
-        for offset, event in enumerate(events, start=1):
+        event_ids = [uuid4() for _ in events]
+        filled = lineage.event_metadata(metadata, event_ids[0]) if event_ids else metadata or {}
+        for offset, (event_id, event) in enumerate(zip(event_ids, events, strict=True), start=1):
             self._work.position += 1
             version = expected_version + offset
-            record = StoredEvent(self._work.position, stream_id, version, uuid4(), now, metadata or {}, event)
+            record = StoredEvent(self._work.position, stream_id, version, event_id, now, filled, event)
             stream.append(record)
             project(self._tables, record)
             stored.append(record)
@@ -138,7 +141,7 @@ class InMemoryUnitOfWork(AbstractUnitOfWork):
             self._work.blobs.setdefault(digest, content)
 
     async def send(self, topic: str, key: str, message: Envelope) -> None:
-        self._sending.append((topic, key, message))
+        self._sending.append((topic, key, lineage.stamp(message)))
 
     async def first_delivery(self, consumer: str, message_id: str) -> bool:
         if (consumer, message_id) in self._work.processed:

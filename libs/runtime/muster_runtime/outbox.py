@@ -12,7 +12,7 @@ from typing import Any
 import asyncpg
 from muster_contracts.envelope import Envelope
 
-from muster_runtime import dispatch
+from muster_runtime import dispatch, lineage, tracing
 from muster_runtime.db import Connection, Pool
 from muster_runtime.eventstore import recorded_event
 
@@ -34,24 +34,35 @@ STALLED_AFTER_S = 5.0
 CLAIM_GRACE_S = 1.0
 BATCH_IDLE_TIMEOUT = "15s"
 
-Publish = Callable[[list[tuple[str, bytes, bytes]]], Awaitable[None]]
+# (topic, key, value, headers): one Kafka record; headers carry the trace context, if any.
+Record = tuple[str, bytes, bytes, tracing.Headers | None]
+Publish = Callable[[list[Record]], Awaitable[None]]
 
 
 async def enqueue(conn: Connection, topic: str, key: str, message: Envelope) -> None:
     """Write a command to the outbox inside the caller's transaction; a collecting unit of
-    work publishes it right after commit, else the relay does after its grace period."""
-    body = message.model_dump(mode="json")
+    work publishes it right after commit, else the relay does after its grace period. Its
+    correlation and causation ids are filled here, and the current trace context is kept
+    with the row, so whoever publishes it sends the same headers."""
+    body = lineage.fill(message.model_dump(mode="json"))
     claimed = dispatch.claiming()
+    context = tracing.traceparent()
     outbox_id = await conn.fetchval(
-        "INSERT INTO outbox (topic, key, payload, claimed) VALUES ($1, $2, $3, $4) RETURNING id",
+        """INSERT INTO outbox (topic, key, payload, claimed, trace_context)
+           VALUES ($1, $2, $3, $4, $5) RETURNING id""",
         topic,
         key,
         body,
         claimed,
+        context,
     )
     if not claimed:
         await conn.execute("SELECT pg_notify($1, '')", NOTIFY_CHANNEL)
-    dispatch.collect(dispatch.Outgoing(outbox_id, topic, key.encode(), (json.dumps(body).encode(),)))
+    dispatch.collect(
+        dispatch.Outgoing(
+            outbox_id, topic, key.encode(), (json.dumps(body).encode(),), tracing.headers(context)
+        )
+    )
 
 
 def _event_message(row: Any) -> dict[str, Any]:
@@ -146,7 +157,7 @@ class OutboxRelay:
             await conn.execute(f"SET LOCAL idle_in_transaction_session_timeout = '{BATCH_IDLE_TIMEOUT}'")
             await conn.execute("SELECT pg_advisory_xact_lock($1)", RELAY_LOCK_KEY)
             rows = await conn.fetch(
-                """SELECT o.id, o.topic, o.key, o.payload, e.position AS event_position,
+                """SELECT o.id, o.topic, o.key, o.payload, o.trace_context, e.position AS event_position,
                           e.event_id, e.stream_id, e.stream_version, e.type, e.schema_version,
                           e.payload AS event_payload, e.metadata, e.recorded_at
                    FROM (SELECT * FROM outbox
@@ -164,8 +175,14 @@ class OutboxRelay:
             for row in rows:
                 if row["payload"] is None and row["event_position"] is None:
                     continue  # events row missing: cannot happen (same transaction), skip safely
-                body = row["payload"] if row["event_position"] is None else _event_message(row)
-                batch.append((row["topic"], row["key"].encode(), json.dumps(body).encode()))
+                if row["event_position"] is None:
+                    body, context = row["payload"], row["trace_context"]
+                else:
+                    body = _event_message(row)
+                    context = row["metadata"].get(tracing.TRACEPARENT)
+                batch.append(
+                    (row["topic"], row["key"].encode(), json.dumps(body).encode(), tracing.headers(context))
+                )
             await self._publish(batch)
             ids = sorted({r["id"] for r in rows})
             await conn.execute("DELETE FROM outbox WHERE id = ANY($1::bigint[])", ids)

@@ -145,6 +145,7 @@ def subscribe_batch(
                 adapter,
                 dispatch,
                 offset=(record.topic, record.partition, record.offset),
+                headers=record.headers or (),
             ),
         )
 

@@ -46,6 +46,9 @@ class Settings:
     # of it past which the oldest turns are compacted before a model call.
     context_tokens: int = 128_000
     compaction_threshold: float = 0.8
+    # Tracing is on only when an OTLP endpoint is configured (the standard OTEL_* variables;
+    # the exporter reads the rest of them itself): off, no tracer exists at all (ADR 0017).
+    otel_endpoint: str = ""
     instance_id: str = field(default_factory=lambda: f"{os.uname().nodename}-{os.getpid()}")
 
     @property
@@ -75,6 +78,8 @@ class Settings:
             cancel_grace_s=float(os.environ.get("MUSTER_CANCEL_GRACE_S", "30")),
             context_tokens=_int("MUSTER_CONTEXT_TOKENS", 128_000),
             compaction_threshold=_fraction("MUSTER_COMPACTION_THRESHOLD", 0.8),
+            otel_endpoint=os.environ.get("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT")
+            or os.environ.get("OTEL_EXPORTER_OTLP_ENDPOINT", ""),
             **(
                 {"instance_id": os.environ["MUSTER_INSTANCE_ID"]}
                 if os.environ.get("MUSTER_INSTANCE_ID")

@@ -18,7 +18,7 @@ from faststream import AckPolicy
 from faststream.kafka import KafkaBroker
 from faststream.kafka.annotations import KafkaMessage
 from muster_contracts.commands import CancelSession, ProcessSession
-from muster_runtime import dispatch, topics
+from muster_runtime import dispatch, topics, tracing
 from muster_runtime.consuming import BATCH_OPTIONS, records_of
 from muster_runtime.db import Pool, create_pool
 from muster_runtime.dispatch import Dispatcher
@@ -124,6 +124,7 @@ def build_app(settings: Settings, *, tokens: Mapping[str, str], kafka: bool = Tr
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         async with AsyncExitStack() as stack:
+            await stack.enter_async_context(tracing.running("gateway", settings))
             pool = await create_pool(settings.database_url)
             stack.push_async_callback(_close_pool, pool)
             hub = Hub(

@@ -27,7 +27,7 @@ from muster_contracts.events import (
     SessionPhaseChanged,
     UserMessageQueued,
 )
-from muster_runtime import eventstore, topics
+from muster_runtime import eventstore, lineage, topics
 from muster_runtime.db import Connection, Pool
 from muster_runtime.postgres_uow import PostgresUnitOfWork
 from muster_runtime.unit_of_work import WAITING_PHASES as WAITING
@@ -70,8 +70,10 @@ async def _lock(conn: Connection, user_id: str, raw_id: str) -> Any:
     )
 
 
-def _meta(user_id: str, root_session_id: UUID, **extra: str) -> dict[str, Any]:
-    return {"user_id": user_id, "root_session_id": str(root_session_id), **extra}
+def _meta(user_id: str, root_session_id: UUID, origin: UUID | None = None) -> dict[str, Any]:
+    """Event metadata; `origin`, the input that starts a turn, is its correlation and cause."""
+    meta = {"user_id": user_id, "root_session_id": str(root_session_id)}
+    return meta if origin is None else {**meta, **lineage.origin_metadata(origin)}
 
 
 def _writable(row: Any, action: str) -> None:
@@ -111,7 +113,7 @@ async def create_session(
     # Before the commit: the harness may start the turn the instant ProcessSession is out.
     (workspaces_dir / stream).mkdir(parents=True, exist_ok=True)
     async with PostgresUnitOfWork(pool) as uow:
-        await uow.append(stream, events, expected_version=0, metadata=_meta(user_id, session_id))
+        await uow.append(stream, events, expected_version=0, metadata=_meta(user_id, session_id, message_id))
         if message_id is not None:
             await uow.send(
                 topics.COMMANDS,
@@ -119,6 +121,7 @@ async def create_session(
                 ProcessSession(
                     session_id=session_id,
                     correlation_id=message_id,
+                    causation_id=message_id,
                 ),
             )
     ack: dict[str, Any] = {"sessionId": stream}
@@ -149,7 +152,7 @@ async def send_message(pool: Pool, user_id: str, raw_id: str, data: SendMessageD
                     )
                 ],
                 expected_version=row["version"],
-                metadata=_meta(user_id, row["root_session_id"]),
+                metadata=_meta(user_id, row["root_session_id"], message_id),
             )
             await uow.send(
                 topics.COMMANDS,
@@ -157,6 +160,7 @@ async def send_message(pool: Pool, user_id: str, raw_id: str, data: SendMessageD
                 ProcessSession(
                     session_id=row["session_id"],
                     correlation_id=message_id,
+                    causation_id=message_id,
                 ),
             )
         return {"messageId": str(message_id), "queued": queued}

@@ -20,7 +20,7 @@ from muster_contracts.events import (
     UserMessageQueued,
 )
 from muster_contracts.session_events import SessionForked, SideSessionCreated
-from muster_runtime import topics
+from muster_runtime import lineage, topics
 from muster_runtime.db import Connection, Pool
 from muster_runtime.fork_ids import copied_id
 from muster_runtime.postgres_uow import PostgresUnitOfWork
@@ -79,7 +79,11 @@ async def _create(pool: Pool, user_id: str, raw_source: str, data: CreateSideSes
                 message_id=message_id, client_message_id=data.clientMessageId, content=data.content
             )
         )
-        meta = {"user_id": user_id, "root_session_id": str(source["root_session_id"])}
+        meta = {
+            "user_id": user_id,
+            "root_session_id": str(source["root_session_id"]),
+            **lineage.origin_metadata(message_id),
+        }
         await uow.append(str(side_id), events, expected_version=0, metadata=meta)
         notice = SideSessionCreated(
             session_id=side_id, root_session_id=source["root_session_id"], context_mode=data.contextMode
@@ -87,9 +91,8 @@ async def _create(pool: Pool, user_id: str, raw_source: str, data: CreateSideSes
         await uow.append(
             str(source["session_id"]), [notice], expected_version=source["version"], metadata=meta
         )
-        await uow.send(
-            topics.COMMANDS, str(side_id), ProcessSession(session_id=side_id, correlation_id=message_id)
-        )
+        start = ProcessSession(session_id=side_id, correlation_id=message_id, causation_id=message_id)
+        await uow.send(topics.COMMANDS, str(side_id), start)
     return {"sessionId": str(side_id), "messageId": str(message_id)}
 
 

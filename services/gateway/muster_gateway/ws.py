@@ -15,8 +15,10 @@ import logging
 import time
 from collections.abc import Awaitable, Callable
 from typing import Any
+from uuid import uuid4
 
 from fastapi import APIRouter, WebSocket
+from muster_runtime import lineage, tracing
 from starlette.websockets import WebSocketDisconnect
 
 from muster_gateway import commands, queries, side_sessions, streams, ws_waits
@@ -136,6 +138,10 @@ HANDLERS: dict[str, Handler] = {
 }
 
 
+# Frames that write, and so cause work elsewhere: each is the root of a trace.
+TRACED = frozenset({"create_session", "send_message", "create_side_session", "cancel"})
+
+
 async def _serve(gw: Gateway, client: Client, raw: str | bytes) -> None:
     started = time.perf_counter()
     frame_type, frame_id = "invalid", None
@@ -143,7 +149,17 @@ async def _serve(gw: Gateway, client: Client, raw: str | bytes) -> None:
         frame = parse_frame(raw)
         frame_type, frame_id = frame.type, frame.id
         gw.metrics.frame(frame_type)
-        await HANDLERS[frame.type](gw, client, frame)
+        if frame.type in TRACED:
+            # The root of the trace, and of the lineage, of everything this frame causes
+            # (ADR 0017); a frame that posts input names that input instead.
+            root = lineage.root(uuid4())
+            with (
+                tracing.server_span(f"ws {frame.type}", {"muster.frame_type": frame.type}),
+                lineage.caused_by(root),
+            ):
+                await HANDLERS[frame.type](gw, client, frame)
+        else:
+            await HANDLERS[frame.type](gw, client, frame)
     except (FrameError, GatewayError) as exc:
         if isinstance(exc, FrameError):
             gw.metrics.frame("invalid")

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from faststream import FastStream
 from faststream.kafka import KafkaBroker
 from muster_contracts.published import RecordedEvent
-from muster_runtime import topics
+from muster_runtime import topics, tracing
 from muster_runtime.db import Pool
 from muster_runtime.edge import Edge
 from muster_runtime.service import Resources, make_broker, resources, subscribe_batch
@@ -71,7 +71,7 @@ def build(settings: Settings) -> Recovery:
 
     @contextlib.asynccontextmanager
     async def lifespan() -> AsyncIterator[None]:
-        async with resources(settings) as held:
+        async with tracing.running("recovery", settings), resources(settings) as held:
             edge.producer = held.producer
             recovery.held = held
             held.spawn(reconcile_forever(held.pool, settings))

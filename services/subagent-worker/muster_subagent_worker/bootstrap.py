@@ -15,7 +15,7 @@ from muster_agent.loop import LoopDeps
 from muster_agent.models import build_model
 from muster_agent.runners import Runners
 from muster_contracts.commands import DELEGATION_COMMANDS, CancelExecution, RunExecution
-from muster_runtime import topics
+from muster_runtime import topics, tracing
 from muster_runtime.edge import Edge
 from muster_runtime.service import make_broker, resources, subscribe_batch
 from muster_runtime.settings import Settings
@@ -39,7 +39,10 @@ def build(settings: Settings) -> Worker:
 
     @contextlib.asynccontextmanager
     async def lifespan() -> AsyncIterator[None]:
-        async with resources(settings, pool_size=settings.worker_concurrency + 4) as held:
+        async with (
+            tracing.running("subagent-worker", settings),
+            resources(settings, pool_size=settings.worker_concurrency + 4) as held,
+        ):
             edge.producer = held.producer
             runners = Runners(
                 held.pool, settings.instance_id, settings.lease_ttl_s, limit=settings.worker_concurrency

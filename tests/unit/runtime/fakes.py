@@ -13,7 +13,7 @@ class Producer:
         self.sent: list[bytes] = []
         self.fail = fail
 
-    async def send(self, topic: str, value: bytes, key: bytes) -> asyncio.Future[None]:
+    async def send(self, topic: str, value: bytes, key: bytes, headers: list[tuple[str, bytes]] | None = None) -> asyncio.Future[None]:
         if self.fail:
             raise ConnectionError("broker unreachable")
         self.sent.append(value)

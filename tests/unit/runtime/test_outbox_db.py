@@ -30,11 +30,11 @@ async def database(postgres_server_url: str) -> AsyncIterator[tuple[str, Pool]]:
 
 class Published:
     def __init__(self, want: int) -> None:
-        self.messages: list[tuple[str, bytes, bytes]] = []
+        self.messages: list[tuple[str, bytes, bytes, object]] = []
         self.want = want
         self.done = asyncio.Event()
 
-    async def __call__(self, batch: list[tuple[str, bytes, bytes]]) -> None:
+    async def __call__(self, batch: list[tuple[str, bytes, bytes, object]]) -> None:
         self.messages += batch
         if len(self.messages) >= self.want:
             self.done.set()
@@ -61,7 +61,7 @@ async def relayed(url: str, pool: Pool, want: int) -> Published:
 
 
 def ids(published: Published) -> list[str]:
-    return [json.loads(body)["message_id"] for _, _, body in published.messages]
+    return [json.loads(body)["message_id"] for _, _, body, _ in published.messages]
 
 
 async def test_the_leader_publishes_in_commit_order_and_empties_the_outbox(database: tuple[str, Pool]) -> None:
