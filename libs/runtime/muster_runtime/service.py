@@ -18,7 +18,7 @@ from faststream.kafka import KafkaBroker
 from faststream.kafka.annotations import KafkaMessage
 from pydantic import TypeAdapter
 
-from muster_runtime import dispatch
+from muster_runtime import dispatch, retrying
 from muster_runtime.consuming import BATCH_OPTIONS, per_key, records_of
 from muster_runtime.db import Pool, create_pool
 from muster_runtime.dispatch import Dispatcher
@@ -41,19 +41,16 @@ class PatientKafkaBroker(AdaptiveFetchBroker):
     connect_within_s = 60.0
 
     async def _connect(self) -> Callable[..., AIOKafkaConsumer]:
-        delay, waited = 0.25, 0.0
-        while True:
+        async def connect() -> Callable[..., AIOKafkaConsumer]:
             try:
-                return await super()._connect()
+                return await super(PatientKafkaBroker, self)._connect()
             except KafkaConnectionError:
                 with contextlib.suppress(Exception):
                     await self.config.disconnect()
-                if waited >= self.connect_within_s:
-                    raise
-                log.warning("kafka_unreachable retry_in=%.2fs", delay)
-                await asyncio.sleep(delay)
-                waited += delay
-                delay = min(delay * 2, 5.0)
+                raise
+
+        policy = retrying.until_reachable(KafkaConnectionError, within_s=self.connect_within_s, log=log)
+        return await retrying.call(policy, connect)
 
 
 def make_broker(settings: Settings, service: str) -> KafkaBroker:
