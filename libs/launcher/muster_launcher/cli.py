@@ -4,14 +4,14 @@
 from __future__ import annotations
 
 import argparse
-import os
 import sys
-from pathlib import Path
+
+from muster_runtime.settings import Settings
 
 from .tokens import default_client_token
 
 
-def _parser() -> argparse.ArgumentParser:
+def _parser(settings: Settings) -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="muster")
     commands = parser.add_subparsers(dest="command", required=True)
     run = commands.add_parser("run", help="start PostgreSQL, the broker and the services; stop with Ctrl-C")
@@ -21,8 +21,7 @@ def _parser() -> argparse.ArgumentParser:
         help="do not wait for the gateway's /healthz before printing the ready lines",
     )
     chat = commands.add_parser("chat", help="send a message and print the turn as it streams")
-    port = os.environ.get("MUSTER_GATEWAY_PORT") or "8765"
-    chat.add_argument("--url", default=f"http://127.0.0.1:{port}")
+    chat.add_argument("--url", default=f"http://127.0.0.1:{settings.gateway_port}")
     chat.add_argument("--token", help="default: $MUSTER_TOKEN, else the data dir's token")
     target = chat.add_mutually_exclusive_group()
     target.add_argument("--session", help="post to this session instead of creating one")
@@ -49,7 +48,8 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = _parser().parse_args(argv)
+    settings = Settings.from_env()
+    args = _parser(settings).parse_args(argv)
     if args.command == "run":
         from .run import RunOptions, run
 
@@ -60,8 +60,7 @@ def main(argv: list[str] | None = None) -> int:
         return run_rebuild(args.check, args.batch)
     from .chat import run_chat
 
-    data_dir = Path(os.environ.get("MUSTER_DATA_DIR") or ".muster")
-    token = args.token or default_client_token(data_dir, os.environ)
+    token = args.token or default_client_token(settings.data_dir, settings)
     if not token:
         print(
             "muster chat: no token (use --token, $MUSTER_TOKEN, or run `muster run` first)",

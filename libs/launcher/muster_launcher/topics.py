@@ -7,12 +7,12 @@ broker; idempotently, because this runs on every start and after every broker re
 from __future__ import annotations
 
 import contextlib
-import os
 import sys
 
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 from aiokafka.errors import KafkaError, TopicAlreadyExistsError, for_code
 from muster_runtime import retrying
+from muster_runtime.settings import Settings
 from muster_runtime.topics import partitions
 
 
@@ -36,11 +36,11 @@ async def _admin(bootstrap: str, within: float) -> AIOKafkaAdminClient:
         raise RuntimeError(f"Kafka not reachable at {bootstrap}: {exc}") from exc
 
 
-async def ensure_topics(bootstrap: str, within: float = 30.0) -> list[str]:
+async def ensure_topics(bootstrap: str, settings: Settings, within: float = 30.0) -> list[str]:
     """Create every topic of `muster_runtime.topics.partitions()`; return those created."""
-    wanted = partitions()
+    wanted = partitions(settings.partitions)
     # A real cluster may require more replicas; the local broker has exactly one.
-    replication = int(os.environ.get("MUSTER_KAFKA_REPLICATION_FACTOR", "1"))
+    replication = settings.kafka_replication_factor
     admin = await _admin(bootstrap, within)
     try:
         existing = set(await admin.list_topics())
