@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import weakref
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
@@ -105,6 +106,15 @@ async def resources(settings: Settings, *, pool_size: int = 10) -> AsyncIterator
         await pool.close()
 
 
+# What each batch subscriber validates its records with, by title. Its handler takes the
+# raw batch, so FastStream cannot infer the payload; the AsyncAPI generator reads it here.
+_RECEIVED: weakref.WeakKeyDictionary[KafkaBroker, dict[str, TypeAdapter[Any]]] = weakref.WeakKeyDictionary()
+
+
+def received_payloads(broker: KafkaBroker) -> dict[str, TypeAdapter[Any]]:
+    return dict(_RECEIVED.get(broker, {}))
+
+
 def subscribe_batch(
     broker: KafkaBroker,
     settings: Settings,
@@ -120,6 +130,7 @@ def subscribe_batch(
     """A batch subscriber on `edge.topic`: one offset commit per batch, records of one key
     in order, poison to the dead-letter topic (see `Edge`). `fetch_max_wait_ms` overrides
     the configured wait for a subscriber whose latency does not matter."""
+    _RECEIVED.setdefault(broker, {})[title] = adapter
     options = consumer_options(settings)
     if fetch_max_wait_ms is not None:
         options["fetch_max_wait_ms"] = max(fetch_max_wait_ms, options["fetch_max_wait_ms"])

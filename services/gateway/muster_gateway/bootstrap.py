@@ -17,7 +17,6 @@ from fastapi.responses import JSONResponse, Response
 from faststream import AckPolicy
 from faststream.kafka import KafkaBroker
 from faststream.kafka.annotations import KafkaMessage
-from muster_contracts.commands import CancelSession, ProcessSession
 from muster_runtime import dispatch, retrying, topics
 from muster_runtime.consuming import BATCH_OPTIONS, records_of
 from muster_runtime.db import Pool, create_pool
@@ -60,20 +59,6 @@ def build_broker(settings: Settings, ring: Callable[[str], None]) -> KafkaBroker
         # read on the next ring or poll).
         for stream_id in {record.key for record in records_of(msg.raw_message) if record.key}:
             ring(stream_id.decode(errors="replace"))
-
-    # Documentation only (AsyncAPI): the gateway's commands reach Kafka through the outbox.
-    broker.publisher(
-        topics.COMMANDS,
-        title="gateway-commands",
-        schema=ProcessSession,
-        description="ProcessSession after a user message is accepted.",
-    )
-    broker.publisher(
-        topics.COMMANDS,
-        title="gateway-cancel",
-        schema=CancelSession,
-        description="CancelSession when a running turn is cancelled.",
-    )
     return broker
 
 
