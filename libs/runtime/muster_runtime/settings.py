@@ -43,7 +43,22 @@ class _Environ(EnvSettingsSource):
         super().__init__(settings_cls)
 
     def _load_env_vars(self) -> Mapping[str, str | None]:
-        return {name: value for name, value in self._environ.items() if value.strip()}
+        # Only the variables the fields name: pydantic-settings would also read a field's
+        # own name (`model`, `tokens`…) because arguments may use it (populate_by_name).
+        known = variable_names(self.settings_cls)
+        return {name: value for name, value in self._environ.items() if name in known and value.strip()}
+
+
+def variable_names(settings_cls: type[BaseSettings]) -> frozenset[str]:
+    """Every environment variable the fields of `settings_cls` read."""
+    names: set[str] = set()
+    for field in settings_cls.model_fields.values():
+        alias = field.validation_alias
+        if isinstance(alias, str):
+            names.add(alias)
+        elif isinstance(alias, AliasChoices):
+            names.update(choice for choice in alias.choices if isinstance(choice, str))
+    return frozenset(names)
 
 
 def _default_instance_id() -> str:
