@@ -7,6 +7,7 @@ import argparse
 import sys
 
 from muster_runtime.settings import Settings
+from pydantic import ValidationError
 
 from .tokens import default_client_token
 
@@ -48,7 +49,12 @@ def _parser(settings: Settings) -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    settings = Settings.from_env()
+    try:
+        settings = Settings.from_env()
+    except ValidationError as exc:
+        # pydantic names each variable, the value given and what was expected.
+        print(f"muster: invalid environment: {exc}", file=sys.stderr)
+        return 2
     args = _parser(settings).parse_args(argv)
     if args.command == "run":
         from .run import RunOptions, run
