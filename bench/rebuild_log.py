@@ -11,7 +11,7 @@ from datetime import UTC, datetime, timedelta
 from uuid import UUID, uuid4
 
 from muster_contracts import events as ev
-from muster_runtime import eventstore
+from muster_runtime import eventstore, retrying
 from muster_runtime.db import Pool
 
 
@@ -32,13 +32,12 @@ class Conversation:
         self.pool, self.rng, self.events = pool, rng, 0
 
     async def append(self, stream: UUID, *events: ev.DomainEvent) -> None:
-        while True:  # the two children report to their parent concurrently: reload and retry
-            try:
-                async with self.pool.acquire() as conn, conn.transaction():
-                    await eventstore.append(conn, str(stream), list(events), metadata={"user_id": "bench"})
-                break
-            except eventstore.ConcurrencyError:
-                continue
+        async def append() -> None:
+            async with self.pool.acquire() as conn, conn.transaction():
+                await eventstore.append(conn, str(stream), list(events), metadata={"user_id": "bench"})
+
+        # The two children report to their parent concurrently: reload and retry.
+        await retrying.call(retrying.unlimited(eventstore.ConcurrencyError), append)
         self.events += len(events)
 
     async def run(self) -> None:

@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
-import asyncio
 import json
 from typing import Any
 
 import httpx
+from muster_runtime import retrying
+
+
+class _ServerError(Exception):
+    """A 5xx: the gateway is restarting or overloaded, worth another try."""
 
 
 class Rest:
@@ -16,19 +20,19 @@ class Rest:
         )
 
     async def json(self, path: str, within: float = 120.0, **params: Any) -> Any:
-        deadline = asyncio.get_running_loop().time() + within
-        while True:
-            try:
-                response = await self.http.get(path, params=params)
-                if response.status_code == 200:
-                    return response.json()
-                if response.status_code < 500:
-                    raise RuntimeError(f"GET {path}: {response.status_code} {response.text[:200]}")
-            except httpx.TransportError:
-                pass
-            if asyncio.get_running_loop().time() > deadline:
-                raise TimeoutError(f"GET {path} kept failing for {within:g}s")
-            await asyncio.sleep(0.3)
+        async def get() -> Any:
+            response = await self.http.get(path, params=params)
+            if response.status_code >= 500:
+                raise _ServerError(f"GET {path}: {response.status_code}")
+            if response.status_code != 200:
+                raise RuntimeError(f"GET {path}: {response.status_code} {response.text[:200]}")
+            return response.json()
+
+        errors = (httpx.TransportError, _ServerError)
+        try:
+            return await retrying.call(retrying.until_ready(errors, within_s=within, every_s=0.3), get)
+        except errors as exc:
+            raise TimeoutError(f"GET {path} kept failing for {within:g}s") from exc
 
     async def session(self, session_id: str) -> dict[str, Any]:
         return dict(await self.json(f"/v1/sessions/{session_id}"))

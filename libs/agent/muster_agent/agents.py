@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 import tomllib
 from dataclasses import dataclass
 from pathlib import Path
@@ -39,7 +38,8 @@ class AgentRegistry:
 
     @classmethod
     def load(cls, path: Path | None = None) -> AgentRegistry:
-        path = path or Path(os.environ.get("MUSTER_AGENTS_FILE", "") or DEFAULT_FILE)
+        """The definitions of `path` (MUSTER_AGENTS_FILE, `Settings.agents_file`), else the built-in ones."""
+        path = path or DEFAULT_FILE
         raw: dict[str, Any] = tomllib.loads(path.read_text())
         return cls({name: _parse(name, spec) for name, spec in raw.items()})
 

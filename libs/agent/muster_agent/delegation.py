@@ -18,6 +18,7 @@ from muster_runtime.unit_of_work import AbstractUnitOfWork, SessionBusy, UnitOfW
 from muster_agent import session_store as store
 from muster_agent.agents import AgentRegistry, UnknownAgentType
 from muster_agent.session_store import SessionState
+from muster_agent.tools.arguments import Delegate, DelegateFollowup, parse
 from muster_agent.waits import Gate, decide
 
 NAMESPACE = uuid5(NAMESPACE_URL, "https://muster.dev/executions")
@@ -93,10 +94,11 @@ class Delegator:
     async def _delegate(
         self, uow: AbstractUnitOfWork, state: SessionState, call: dict[str, Any]
     ) -> list[ev.DomainEvent]:
-        agent_type, task = _text(call, "agent_type"), _text(call, "task")
-        if not agent_type.strip() or not task.strip():
+        given = parse(Delegate, call["arguments"])
+        if isinstance(given, str) or not given.agent_type.strip() or not given.task.strip():
             raise DelegationRefused("delegate requires non-empty 'agent_type' and 'task'")
-        agent_type = self._agent_type(agent_type.strip())
+        # A child's USER message is exactly its task: no trimming.
+        agent_type, task = self._agent_type(given.agent_type.strip()), given.task
         execution_id = execution_id_for(state.session_id, call["id"])
         child_id = uuid5(NAMESPACE, f"child:{execution_id}")
         task_message_id = uuid5(NAMESPACE, f"task:{execution_id}")
@@ -137,9 +139,10 @@ class Delegator:
     async def _followup(
         self, uow: AbstractUnitOfWork, state: SessionState, call: dict[str, Any]
     ) -> list[ev.DomainEvent]:
-        child_ref, task = _text(call, "child_session_id").strip(), _text(call, "task")
-        if not child_ref or not task.strip():
+        given = parse(DelegateFollowup, call["arguments"])
+        if isinstance(given, str) or not given.child_session_id.strip() or not given.task.strip():
             raise DelegationRefused("delegate_followup requires non-empty 'child_session_id' and 'task'")
+        child_ref, task = given.child_session_id.strip(), given.task
         child = None
         try:
             # NOWAIT: the lock order is child before parent everywhere else, and we already
@@ -255,9 +258,3 @@ class Delegator:
             ),
         )
         return parent_events
-
-
-def _text(call: dict[str, Any], name: str) -> str:
-    # A child's USER message is exactly its task: no trimming, only a type check.
-    value = call["arguments"].get(name)
-    return value if isinstance(value, str) else ""

@@ -18,7 +18,7 @@ from uuid import UUID, uuid4
 
 import asyncpg
 from muster_contracts import events as ev
-from muster_runtime import eventstore, tracing
+from muster_runtime import eventstore, retrying, tracing
 from muster_runtime.unit_of_work import AbstractUnitOfWork, UnitOfWorkFactory
 
 from muster_agent import session_store as store
@@ -75,17 +75,26 @@ async def run_until_idle(deps: LoopDeps, session_id: UUID) -> str:
 async def _steps(deps: LoopDeps, session_id: UUID) -> str:
     state: SessionState | None = None
     while True:
-        try:
-            if state is None:
-                state = await store.read_state(deps.uows, session_id)
-            outcome, state = await step(deps, state)
-        except TRANSIENT as exc:
-            # Another writer won a race on this session: reload and decide again.
-            log.info("step_retry session=%s reason=%s", session_id, type(exc).__name__)
-            state = None
-            continue
+        outcome, state = await _step_or_reload(deps, session_id, state)
         if outcome != StepOutcome.CONTINUE:
             return outcome
+
+
+async def _step_or_reload(deps: LoopDeps, session_id: UUID, state: SessionState | None) -> Step:
+    """One step. When another writer won a race on this session (TRANSIENT), the state
+    is reloaded and the step decided again, at once and as often as it takes."""
+
+    def before_sleep(retry: retrying.RetryCallState) -> None:
+        log.info("step_retry session=%s reason=%s", session_id, retrying.error_name(retry))
+
+    async for attempt in retrying.unlimited(TRANSIENT, before_sleep=before_sleep):
+        with attempt:
+            # A retry never trusts the carried state: the race means it is stale.
+            current = state if attempt.retry_state.attempt_number == 1 else None
+            if current is None:
+                current = await store.read_state(deps.uows, session_id)
+            return await step(deps, current)
+    raise AssertionError("unreachable: the policy never gives up")
 
 
 async def step(deps: LoopDeps, state: SessionState | None) -> Step:

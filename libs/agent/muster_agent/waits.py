@@ -24,6 +24,7 @@ from muster_runtime.unit_of_work import AbstractUnitOfWork, Row, UnitOfWorkFacto
 
 from muster_agent import session_store as store
 from muster_agent.session_store import Item, SessionState
+from muster_agent.tools.arguments import AskUser, parse
 from muster_agent.tools.schemas import LOCAL_TOOL_NAMES, USER_TOOL_NAMES
 
 # What `ask` holds for approval: the tools that change files or start work.
@@ -150,15 +151,11 @@ def _arguments(call: dict[str, Any]) -> dict[str, Any]:
 
 def _question(call: dict[str, Any]) -> we.QuestionAsked | str:
     """The question to record, or why the arguments are not one (the model's error)."""
-    arguments = call["arguments"]
-    if not isinstance(arguments, dict) or not isinstance(arguments.get("question"), str):
-        return "ask_user requires a string 'question'"
-    question: str = arguments["question"]
-    if not question.strip():
+    given = parse(AskUser, call["arguments"])
+    if isinstance(given, str):
+        return given
+    if not given.question.strip():
         return "ask_user requires a non-empty 'question'"
-    options = arguments.get("options")
-    if options is not None and (
-        not isinstance(options, list) or not all(isinstance(o, str) for o in options)
-    ):
-        return "ask_user 'options' must be a list of strings"
-    return we.QuestionAsked(question_id=uuid4(), tool_call_id=call["id"], question=question, options=options)
+    return we.QuestionAsked(
+        question_id=uuid4(), tool_call_id=call["id"], question=given.question, options=given.options
+    )

@@ -6,10 +6,12 @@ the topics are recreated as part of every start so services find them again.
 
 from __future__ import annotations
 
-import os
 import stat
+from collections.abc import Mapping
 from importlib import resources
 from pathlib import Path
+
+from muster_runtime.settings import Settings
 
 from .supervisor import ChildSpec
 from .topics import ensure_topics
@@ -24,16 +26,18 @@ def tansu_binary() -> Path:
     return path
 
 
-def broker_spec(port: int) -> ChildSpec:
+def broker_spec(port: int, environ: Mapping[str, str], settings: Settings) -> ChildSpec:
+    """Tansu on `port`, with the launcher's environment `environ` (less Tansu's own
+    variables); its readiness creates the topics `settings` ask for."""
     url = f"tcp://127.0.0.1:{port}"
     argv = [str(tansu_binary()), "broker", "--listener-url", url]
     argv += ["--advertised-listener-url", url, "--storage-engine", "memory://tansu/"]
     # Tansu also reads settings from these variables; an inherited one (say CLUSTER_ID or
     # SCHEMA_REGISTRY meant for another tool) would silently change how it behaves.
-    env = {k: v for k, v in os.environ.items() if k not in _TANSU_ENV}
+    env = {k: v for k, v in environ.items() if k not in _TANSU_ENV}
 
     async def ready() -> None:
-        await ensure_topics(f"127.0.0.1:{port}")
+        await ensure_topics(f"127.0.0.1:{port}", settings)
 
     return ChildSpec(name="broker", argv=argv, tier=1, env=env, stop_timeout=3.0, ready=ready)
 

@@ -5,14 +5,16 @@ replays the projections from the events (or `--check`s them)."""
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 from pathlib import Path
+
+from muster_runtime.settings import Settings
+from pydantic import ValidationError
 
 from .tokens import default_client_token
 
 
-def _parser() -> argparse.ArgumentParser:
+def _parser(settings: Settings) -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="muster")
     commands = parser.add_subparsers(dest="command", required=True)
     run = commands.add_parser("run", help="start PostgreSQL, the broker and the services; stop with Ctrl-C")
@@ -22,7 +24,7 @@ def _parser() -> argparse.ArgumentParser:
         help="do not wait for the gateway's /healthz before printing the ready lines",
     )
     chat = commands.add_parser("chat", help="send a message and print the turn as it streams")
-    _connection_arguments(chat)
+    _connection_arguments(chat, settings)
     target = chat.add_mutually_exclusive_group()
     target.add_argument("--session", help="post to this session instead of creating one")
     target.add_argument("--side-of", metavar="ID", help="start a side task of this session with the message")
@@ -43,7 +45,7 @@ def _parser() -> argparse.ArgumentParser:
     local = commands.add_parser(
         "local-client", help="serve the file tools of your LOCAL sessions in DIR until stopped"
     )
-    _connection_arguments(local)
+    _connection_arguments(local, settings)
     local.add_argument("directory", metavar="DIR", type=Path)
     rebuild = commands.add_parser(
         "rebuild",
@@ -58,9 +60,8 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
-def _connection_arguments(parser: argparse.ArgumentParser) -> None:
-    port = os.environ.get("MUSTER_GATEWAY_PORT") or "8765"
-    parser.add_argument("--url", default=f"http://127.0.0.1:{port}")
+def _connection_arguments(parser: argparse.ArgumentParser, settings: Settings) -> None:
+    parser.add_argument("--url", default=f"http://127.0.0.1:{settings.gateway_port}")
     parser.add_argument("--token", help="default: $MUSTER_TOKEN, else the data dir's token")
     parser.add_argument(
         "--state-dir",
@@ -71,7 +72,13 @@ def _connection_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = _parser().parse_args(argv)
+    try:
+        settings = Settings.from_env()
+    except ValidationError as exc:
+        # pydantic names each variable, the value given and what was expected.
+        print(f"muster: invalid environment: {exc}", file=sys.stderr)
+        return 2
+    args = _parser(settings).parse_args(argv)
     if args.command == "run":
         from .run import RunOptions, run
 
@@ -80,8 +87,7 @@ def main(argv: list[str] | None = None) -> int:
         from .rebuild_cli import run_rebuild
 
         return run_rebuild(args.check, args.batch)
-    data_dir = Path(os.environ.get("MUSTER_DATA_DIR") or ".muster")
-    token = args.token or default_client_token(data_dir, os.environ)
+    token = args.token or default_client_token(settings.data_dir, settings)
     if not token:
         print(
             f"muster {args.command}: no token (use --token, $MUSTER_TOKEN, or run `muster run` first)",

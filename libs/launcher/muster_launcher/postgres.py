@@ -11,12 +11,12 @@ import os
 import shutil
 import signal
 import stat
-import time
 import warnings
 from pathlib import Path
 
 import asyncpg
 import psutil
+from muster_runtime import retrying
 
 from .procs import kill_all
 from .supervisor import ChildSpec, log
@@ -107,16 +107,15 @@ def postgres_url(port: int, database: str = DATABASE) -> str:
 
 async def wait_ready(port: int, within: float = 30.0) -> None:
     """Wait until the server accepts connections, then make sure our database exists."""
-    deadline = time.monotonic() + within
-    while True:
-        try:
-            conn = await asyncpg.connect(postgres_url(port, "postgres"), timeout=2)
-            break
-        except (TimeoutError, OSError, asyncpg.PostgresError) as exc:
-            # CannotConnectNow ("the database system is starting up") is a PostgresError.
-            if time.monotonic() > deadline:
-                raise RuntimeError(f"PostgreSQL not ready on port {port}: {exc}") from exc
-            await asyncio.sleep(0.1)
+    # CannotConnectNow ("the database system is starting up") is a PostgresError.
+    errors = (TimeoutError, OSError, asyncpg.PostgresError)
+    try:
+        conn = await retrying.call(
+            retrying.until_ready(errors, within_s=within),
+            lambda: asyncpg.connect(postgres_url(port, "postgres"), timeout=2),
+        )
+    except errors as exc:
+        raise RuntimeError(f"PostgreSQL not ready on port {port}: {exc}") from exc
     try:
         exists = await conn.fetchval("SELECT 1 FROM pg_database WHERE datname = $1", DATABASE)
         if not exists:

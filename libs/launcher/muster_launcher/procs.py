@@ -51,12 +51,6 @@ def port_in_use(port: int, host: str = "127.0.0.1") -> bool:
         return False
 
 
-def env_port(environ: dict[str, str], name: str) -> int:
-    """A port from the environment, or a free one chosen now and kept for restarts."""
-    raw = environ.get(name, "").strip()
-    return int(raw) if raw else free_port()
-
-
 def kill_all(procs: Iterable[Any], sig: int, timeout: float) -> None:
     """Signal psutil processes, wait up to `timeout`, then SIGKILL the survivors."""
     alive = []

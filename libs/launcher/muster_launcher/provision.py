@@ -4,22 +4,22 @@ existing deployment (DATABASE_URL, KAFKA_BOOTSTRAP_SERVERS), then exit. Idempote
 from __future__ import annotations
 
 import asyncio
-import os
 import sys
 
 from muster_runtime.migrate import upgrade
+from muster_runtime.settings import Settings
 
 from muster_launcher.topics import ensure_topics
 
 
 def main() -> int:
-    database_url = os.environ.get("DATABASE_URL")
-    bootstrap = os.environ.get("KAFKA_BOOTSTRAP_SERVERS")
+    settings = Settings.from_env()
+    database_url, bootstrap = settings.database_url, settings.kafka_bootstrap_servers
     if not database_url or not bootstrap:
         print("provision: DATABASE_URL and KAFKA_BOOTSTRAP_SERVERS must be set", file=sys.stderr)
         return 2
     upgrade(database_url)
-    created = asyncio.run(ensure_topics(bootstrap, within=120.0))
+    created = asyncio.run(ensure_topics(bootstrap, settings, within=120.0))
     print(f"provision: database migrated; topics created: {', '.join(created) or 'none (all existed)'}")
     return 0
 

@@ -17,6 +17,7 @@ from urllib.parse import urlsplit, urlunsplit
 import asyncpg
 from muster_runtime import rebuild
 from muster_runtime.db import create_pool
+from muster_runtime.settings import Settings
 
 
 class CannotRun(Exception):
@@ -44,11 +45,12 @@ def local_database_url(data_dir: Path) -> str:
     return postgres_url(port)
 
 
-def database_url(environ: Mapping[str, str]) -> str:
-    given = environ.get("DATABASE_URL", "").strip()
+def database_url(source: Settings | Mapping[str, str]) -> str:
+    settings = Settings.of(source)
+    given = settings.database_url.strip()
     if given:
         return given
-    return local_database_url(Path(environ.get("MUSTER_DATA_DIR") or ".muster").resolve())
+    return local_database_url(settings.data_dir)
 
 
 def redacted(url: str) -> str:
@@ -112,10 +114,10 @@ def _print_check(report: rebuild.CheckReport) -> int:
     return 0 if report.equal else 1
 
 
-def run_rebuild(check: bool, batch: int, environ: Mapping[str, str] | None = None) -> int:
+def run_rebuild(check: bool, batch: int, environ: Settings | Mapping[str, str] | None = None) -> int:
     command = "muster rebuild" + (" --check" if check else "")
     try:
-        url = database_url(os.environ if environ is None else environ)
+        url = database_url(Settings.from_env() if environ is None else environ)
         print(f"database: {redacted(url)}", file=sys.stderr)
         return asyncio.run(_run(url, check, batch))
     except CannotRun as exc:

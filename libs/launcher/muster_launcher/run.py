@@ -14,8 +14,10 @@ from collections.abc import Awaitable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from .procs import env_port, port_in_use
-from .services import SERVICES, instances, service_env, service_spec
+from muster_runtime.settings import Settings
+
+from .procs import free_port, port_in_use
+from .services import SERVICES, service_env, service_spec
 from .supervisor import Supervisor, log
 from .tokens import effective_tokens
 
@@ -48,30 +50,32 @@ async def migrate(database_url: str) -> None:
 async def _start_all(
     sup: Supervisor,
     environ: dict[str, str],
-    data_dir: Path,
-    gateway_port: int,
+    settings: Settings,
     tokens_file: Path,
     options: RunOptions,
 ) -> tuple[str, str]:
-    database_url = environ.get("DATABASE_URL", "").strip()
-    bootstrap = environ.get("KAFKA_BOOTSTRAP_SERVERS", "").strip()
+    """`environ` is the environment the children inherit; `settings` is what it says."""
+    data_dir, gateway_port = settings.data_dir, settings.gateway_port
+    database_url = settings.database_url.strip()
+    bootstrap = settings.kafka_bootstrap_servers.strip()
     infra: list[Awaitable[object]] = []
     if not database_url:
         from .postgres import postgres_spec, postgres_url
 
-        pg_port = env_port(environ, "MUSTER_PG_PORT")
+        # A port chosen now is kept for the server's restarts.
+        pg_port = settings.pg_port or free_port()
         database_url = postgres_url(pg_port)
         infra.append(sup.start(postgres_spec(data_dir, pg_port)))
     if not bootstrap:
         from .broker import broker_spec
 
-        kafka_port = env_port(environ, "MUSTER_KAFKA_PORT")
+        kafka_port = settings.kafka_port or free_port()
         bootstrap = f"127.0.0.1:{kafka_port}"
-        infra.append(sup.start(broker_spec(kafka_port)))
+        infra.append(sup.start(broker_spec(kafka_port, environ, settings)))
     else:
         from .topics import ensure_topics
 
-        infra.append(ensure_topics(bootstrap))
+        infra.append(ensure_topics(bootstrap, settings))
     await _all(infra)
     started = time.monotonic()
     await migrate(database_url)
@@ -86,10 +90,10 @@ async def _start_all(
     )
     specs = [
         service_spec(
-            name, environ, env, gateway_port=gateway_port, wait_gateway=options.wait_gateway, instance=i
+            name, settings, env, gateway_port=gateway_port, wait_gateway=options.wait_gateway, instance=i
         )
         for name in SERVICES
-        for i in range(1, instances(name, environ) + 1)
+        for i in range(1, settings.instances(name) + 1)
     ]
     await _all([sup.start(spec) for spec in specs])
     return database_url, bootstrap
@@ -114,23 +118,24 @@ def run(options: RunOptions) -> int:
     # aiokafka logs every refused connection while the broker starts; our own retries and
     # errors say what matters.
     logging.getLogger("aiokafka").setLevel(logging.CRITICAL)
+    # The children inherit the launcher's environment (with what `service_env` adds).
     environ = dict(os.environ)
-    data_dir = Path(environ.get("MUSTER_DATA_DIR") or ".muster").resolve()
+    settings = Settings.from_environ(environ)
+    data_dir = settings.data_dir
     data_dir.mkdir(parents=True, exist_ok=True)
-    gateway_port = int(environ.get("MUSTER_GATEWAY_PORT") or 8765)
+    gateway_port = settings.gateway_port
     if port_in_use(gateway_port):
         # Otherwise the health check could be answered by whatever holds the port.
         log(f"port {gateway_port} is in use; set MUSTER_GATEWAY_PORT")
         return 1
     with data_dir_lock(data_dir):
-        tokens, tokens_file = effective_tokens(data_dir, environ)
-        return asyncio.run(_supervise(environ, data_dir, gateway_port, tokens, tokens_file, options))
+        tokens, tokens_file = effective_tokens(data_dir, settings)
+        return asyncio.run(_supervise(environ, settings, tokens, tokens_file, options))
 
 
 async def _supervise(
     environ: dict[str, str],
-    data_dir: Path,
-    gateway_port: int,
+    settings: Settings,
     tokens: dict[str, str],
     tokens_file: Path,
     options: RunOptions,
@@ -140,7 +145,7 @@ async def _supervise(
     for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
         loop.add_signal_handler(sig, stop.set)
     sup = Supervisor()
-    startup = asyncio.create_task(_start_all(sup, environ, data_dir, gateway_port, tokens_file, options))
+    startup = asyncio.create_task(_start_all(sup, environ, settings, tokens_file, options))
     stopped = asyncio.create_task(stop.wait())
     await asyncio.wait({startup, stopped}, return_when=asyncio.FIRST_COMPLETED)
     code = 0
@@ -153,7 +158,7 @@ async def _supervise(
     else:
         database_url, bootstrap = startup.result()
         lines = [
-            f"gateway: http://127.0.0.1:{gateway_port}",
+            f"gateway: http://127.0.0.1:{settings.gateway_port}",
             f"kafka: {bootstrap}",
             f"token: {next(iter(tokens))}",
             f"database: {database_url}",

@@ -11,16 +11,17 @@ from collections.abc import Mapping
 from pathlib import Path
 
 import httpx
+from muster_runtime.settings import SERVICE_NAMES, Settings
 
 from .supervisor import ChildSpec
 
-SERVICES = ("gateway", "harness", "subagent-worker", "recovery")
+SERVICES = SERVICE_NAMES
 
 
-def service_command(name: str, environ: Mapping[str, str]) -> list[str]:
+def service_command(name: str, settings: Settings) -> list[str]:
     """The console script `muster-<name>` from our venv, so each command line carries the
     service's name. MUSTER_SERVICE_COMMAND_<NAME> overrides it (development and tests)."""
-    override = environ.get(f"MUSTER_SERVICE_COMMAND_{name.upper().replace('-', '_')}")
+    override = settings.service_command(name)
     if override:
         return shlex.split(override)
     script = Path(sys.executable).parent / f"muster-{name}"
@@ -30,22 +31,6 @@ def service_command(name: str, environ: Mapping[str, str]) -> list[str]:
     if found is None:
         raise RuntimeError(f"console script muster-{name} not found (run `uv sync`)")
     return [found]
-
-
-def instances(name: str, environ: Mapping[str, str]) -> int:
-    """How many instances of a service to run: MUSTER_<NAME>_INSTANCES (default 1). The
-    gateway stays single: it owns the port."""
-    if name == "gateway":
-        return 1
-    key = f"MUSTER_{name.upper().replace('-', '_')}_INSTANCES"
-    raw = environ.get(key, "1")
-    try:
-        count = int(raw)
-    except ValueError:
-        raise ValueError(f"{key} must be a whole number, got {raw!r}") from None
-    if not 1 <= count <= 16:
-        raise ValueError(f"{key} must be between 1 and 16, got {count}")
-    return count
 
 
 def service_env(
@@ -89,7 +74,7 @@ async def wait_healthz(url: str, within: float) -> None:
 
 def service_spec(
     name: str,
-    environ: Mapping[str, str],
+    settings: Settings,
     env: dict[str, str],
     *,
     gateway_port: int,
@@ -107,4 +92,4 @@ def service_spec(
     label = name if instance == 1 else f"{name}-{instance}"
     if instance > 1 and env.get("MUSTER_INSTANCE_ID"):
         env = {**env, "MUSTER_INSTANCE_ID": f"{env['MUSTER_INSTANCE_ID']}-{instance}"}
-    return ChildSpec(name=label, argv=service_command(name, environ), env=env, ready=ready)
+    return ChildSpec(name=label, argv=service_command(name, settings), env=env, ready=ready)

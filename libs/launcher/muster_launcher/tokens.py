@@ -12,6 +12,7 @@ import secrets
 from collections.abc import Mapping
 from pathlib import Path
 
+from muster_runtime.settings import Settings
 from muster_runtime.tokens import load_tokens, parse_tokens, parse_tokens_file
 
 __all__ = ["load_tokens", "parse_tokens", "parse_tokens_file"]
@@ -49,9 +50,9 @@ def dev_tokens(data_dir: Path) -> dict[str, str]:
     return tokens
 
 
-def effective_tokens(data_dir: Path, environ: Mapping[str, str]) -> tuple[dict[str, str], Path]:
+def effective_tokens(data_dir: Path, source: Settings | Mapping[str, str]) -> tuple[dict[str, str], Path]:
     """Tokens for this run and the file passed to services as MUSTER_TOKENS_FILE."""
-    spec = environ.get("MUSTER_TOKENS", "").strip()
+    spec = Settings.of(source).tokens.strip()
     tokens = parse_tokens(spec) if spec else dev_tokens(data_dir)
     if not tokens:
         raise ValueError("MUSTER_TOKENS holds no token")
@@ -60,10 +61,11 @@ def effective_tokens(data_dir: Path, environ: Mapping[str, str]) -> tuple[dict[s
     return tokens, path
 
 
-def default_client_token(data_dir: Path, environ: Mapping[str, str]) -> str | None:
+def default_client_token(data_dir: Path, source: Settings | Mapping[str, str]) -> str | None:
     """The token `muster chat` uses without --token: $MUSTER_TOKEN, the last run's, the dev one."""
-    if environ.get("MUSTER_TOKEN"):
-        return environ["MUSTER_TOKEN"]
+    given = Settings.of(source).client_token
+    if given:
+        return given
     for path in (data_dir / EFFECTIVE_TOKENS_FILE, data_dir / TOKENS_FILE_NAME):
         if path.exists():
             tokens = parse_tokens_file(path.read_text(), str(path))

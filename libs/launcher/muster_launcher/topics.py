@@ -6,38 +6,41 @@ broker; idempotently, because this runs on every start and after every broker re
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
-import os
 import sys
-import time
 
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 from aiokafka.errors import KafkaError, TopicAlreadyExistsError, for_code
+from muster_runtime import retrying
+from muster_runtime.settings import Settings
 from muster_runtime.topics import partitions
 
 
 async def _admin(bootstrap: str, within: float) -> AIOKafkaAdminClient:
     """An admin client, retrying until the broker answers (it may still be starting)."""
-    deadline = time.monotonic() + within
-    while True:
+
+    async def connect() -> AIOKafkaAdminClient:
         admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap, request_timeout_ms=5000)
         try:
             await admin.start()
-            return admin
-        except (KafkaError, OSError) as exc:
+        except (KafkaError, OSError):
             with contextlib.suppress(Exception):
                 await admin.close()
-            if time.monotonic() > deadline:
-                raise RuntimeError(f"Kafka not reachable at {bootstrap}: {exc}") from exc
-            await asyncio.sleep(0.1)
+            raise
+        return admin
+
+    errors = (KafkaError, OSError)
+    try:
+        return await retrying.call(retrying.until_ready(errors, within_s=within), connect)
+    except errors as exc:
+        raise RuntimeError(f"Kafka not reachable at {bootstrap}: {exc}") from exc
 
 
-async def ensure_topics(bootstrap: str, within: float = 30.0) -> list[str]:
+async def ensure_topics(bootstrap: str, settings: Settings, within: float = 30.0) -> list[str]:
     """Create every topic of `muster_runtime.topics.partitions()`; return those created."""
-    wanted = partitions()
+    wanted = partitions(settings.partitions)
     # A real cluster may require more replicas; the local broker has exactly one.
-    replication = int(os.environ.get("MUSTER_KAFKA_REPLICATION_FACTOR", "1"))
+    replication = settings.kafka_replication_factor
     admin = await _admin(bootstrap, within)
     try:
         existing = set(await admin.list_topics())

@@ -11,7 +11,7 @@ from typing import Any
 from aiokafka import AIOKafkaProducer
 from aiokafka.errors import KafkaConnectionError
 
-from muster_runtime import topics
+from muster_runtime import retrying, topics
 from muster_runtime.outbox import Publish, Record
 from muster_runtime.settings import Settings
 
@@ -32,8 +32,8 @@ def consumer_options(settings: Settings) -> dict[str, Any]:
 async def start_producer(settings: Settings, *, within_s: float = 60.0) -> AIOKafkaProducer:
     """Connect a producer, retrying with backoff while the broker is unreachable (it may
     be restarting), so a service waits for it instead of crash-looping."""
-    delay, waited = 0.25, 0.0
-    while True:
+
+    async def connect() -> AIOKafkaProducer:
         # Idempotent/transactional producers are rejected by the local broker; consumers
         # are idempotent instead (processed-message tracking).
         producer = AIOKafkaProducer(
@@ -45,15 +45,13 @@ async def start_producer(settings: Settings, *, within_s: float = 60.0) -> AIOKa
         )
         try:
             await producer.start()
-            return producer
         except KafkaConnectionError:
             await producer.stop()
-            if waited >= within_s:
-                raise
-            log.warning("kafka_unreachable retry_in=%.2fs", delay)
-            await asyncio.sleep(delay)
-            waited += delay
-            delay = min(delay * 2, 5.0)
+            raise
+        return producer
+
+    policy = retrying.until_reachable(KafkaConnectionError, within_s=within_s, log=log)
+    return await retrying.call(policy, connect)
 
 
 def publisher(producer: AIOKafkaProducer) -> Publish:

@@ -4,7 +4,6 @@ tokens as fields."""
 from __future__ import annotations
 
 import logging
-import os
 import re
 import sys
 
@@ -23,8 +22,9 @@ class RedactSecrets(logging.Filter):
         return True
 
 
-def configure(service: str) -> None:
-    level = os.environ.get("MUSTER_LOG_LEVEL", "INFO").upper()
+def configure(service: str, level: str = "INFO") -> None:
+    """One line per record on stderr at `level` (MUSTER_LOG_LEVEL, `Settings.log_level`)."""
+    level = level.upper()
     handler = logging.StreamHandler(sys.stderr)
     handler.setFormatter(logging.Formatter(f"%(asctime)s %(levelname)s {service} %(name)s %(message)s"))
     handler.addFilter(RedactSecrets())

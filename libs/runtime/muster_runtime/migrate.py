@@ -51,6 +51,9 @@ def upgrade(database_url: str, revision: str = "head") -> None:
 
 
 if __name__ == "__main__":
-    import os
+    from muster_runtime.settings import Settings
 
-    upgrade(sys.argv[1] if len(sys.argv) > 1 else os.environ["DATABASE_URL"])
+    given = sys.argv[1] if len(sys.argv) > 1 else Settings.from_env().database_url
+    if not given:
+        raise SystemExit("usage: python -m muster_runtime.migrate DATABASE_URL (or set DATABASE_URL)")
+    upgrade(given)

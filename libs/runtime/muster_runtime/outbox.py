@@ -12,7 +12,7 @@ from typing import Any
 import asyncpg
 from muster_contracts.envelope import Envelope
 
-from muster_runtime import dispatch, lineage, tracing
+from muster_runtime import dispatch, lineage, retrying, tracing
 from muster_runtime.db import Connection, Pool
 from muster_runtime.eventstore import recorded_event
 
@@ -106,14 +106,14 @@ class OutboxRelay:
 
     async def run_forever(self) -> None:
         """`run`, restarted with backoff when its connection fails (database restart)."""
-        delay = 0.5
-        while True:
-            try:
-                await self.run()
-            except (OSError, asyncpg.PostgresError, asyncpg.InterfaceError) as exc:
-                log.warning("outbox_relay_restart error=%s delay=%.1fs", type(exc).__name__, delay)
-                await asyncio.sleep(delay)
-                delay = min(delay * 2, 10.0)
+
+        def before_sleep(state: retrying.RetryCallState) -> None:
+            log.warning(
+                "outbox_relay_restart error=%s delay=%.1fs", retrying.error_name(state), state.upcoming_sleep
+            )
+
+        errors = (OSError, asyncpg.PostgresError, asyncpg.InterfaceError)
+        await retrying.call(retrying.forever(errors, before_sleep=before_sleep), self.run)
 
     async def run(self) -> None:
         listener: asyncpg.Connection = await asyncpg.connect(self._database_url)

@@ -15,13 +15,12 @@ everything back. Both take a connection that is not in a transaction.
 
 from __future__ import annotations
 
-import asyncio
-import random
 import time
 from dataclasses import dataclass
 
 import asyncpg
 
+from muster_runtime import retrying
 from muster_runtime.db import Connection
 
 # The read models `muster_project` writes; all of them disposable.
@@ -98,14 +97,12 @@ async def replay(conn: Connection, *, batch: int = BATCH) -> int:
 
 async def rebuild(conn: Connection, *, batch: int = BATCH, lock_within: float = 60.0) -> RebuildReport:
     """Truncate every projection table and replay the whole log, in one transaction."""
-    deadline = time.monotonic() + lock_within
-    while True:
-        try:
-            return await _rebuild_once(conn, batch)
-        except (asyncpg.LockNotAvailableError, asyncpg.DeadlockDetectedError) as exc:
-            if time.monotonic() > deadline:
-                raise TimeoutError(f"projection tables still busy after {lock_within:g}s") from exc
-            await asyncio.sleep(random.uniform(0.02, 0.2))
+    busy = (asyncpg.LockNotAvailableError, asyncpg.DeadlockDetectedError)
+    policy = retrying.until_free(busy, within_s=lock_within, low_s=0.02, high_s=0.2)
+    try:
+        return await retrying.call(policy, lambda: _rebuild_once(conn, batch))
+    except busy as exc:
+        raise TimeoutError(f"projection tables still busy after {lock_within:g}s") from exc
 
 
 async def _rebuild_once(conn: Connection, batch: int) -> RebuildReport:

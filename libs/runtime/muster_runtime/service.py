@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import weakref
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
@@ -18,7 +19,7 @@ from faststream.kafka import KafkaBroker
 from faststream.kafka.annotations import KafkaMessage
 from pydantic import TypeAdapter
 
-from muster_runtime import dispatch
+from muster_runtime import dispatch, retrying
 from muster_runtime.consuming import BATCH_OPTIONS, per_key, records_of
 from muster_runtime.db import Pool, create_pool
 from muster_runtime.dispatch import Dispatcher
@@ -41,19 +42,16 @@ class PatientKafkaBroker(AdaptiveFetchBroker):
     connect_within_s = 60.0
 
     async def _connect(self) -> Callable[..., AIOKafkaConsumer]:
-        delay, waited = 0.25, 0.0
-        while True:
+        async def connect() -> Callable[..., AIOKafkaConsumer]:
             try:
-                return await super()._connect()
+                return await super(PatientKafkaBroker, self)._connect()
             except KafkaConnectionError:
                 with contextlib.suppress(Exception):
                     await self.config.disconnect()
-                if waited >= self.connect_within_s:
-                    raise
-                log.warning("kafka_unreachable retry_in=%.2fs", delay)
-                await asyncio.sleep(delay)
-                waited += delay
-                delay = min(delay * 2, 5.0)
+                raise
+
+        policy = retrying.until_reachable(KafkaConnectionError, within_s=self.connect_within_s, log=log)
+        return await retrying.call(policy, connect)
 
 
 def make_broker(settings: Settings, service: str) -> KafkaBroker:
@@ -108,6 +106,15 @@ async def resources(settings: Settings, *, pool_size: int = 10) -> AsyncIterator
         await pool.close()
 
 
+# What each batch subscriber validates its records with, by title. Its handler takes the
+# raw batch, so FastStream cannot infer the payload; the AsyncAPI generator reads it here.
+_RECEIVED: weakref.WeakKeyDictionary[KafkaBroker, dict[str, TypeAdapter[Any]]] = weakref.WeakKeyDictionary()
+
+
+def received_payloads(broker: KafkaBroker) -> dict[str, TypeAdapter[Any]]:
+    return dict(_RECEIVED.get(broker, {}))
+
+
 def subscribe_batch(
     broker: KafkaBroker,
     settings: Settings,
@@ -123,6 +130,7 @@ def subscribe_batch(
     """A batch subscriber on `edge.topic`: one offset commit per batch, records of one key
     in order, poison to the dead-letter topic (see `Edge`). `fetch_max_wait_ms` overrides
     the configured wait for a subscriber whose latency does not matter."""
+    _RECEIVED.setdefault(broker, {})[title] = adapter
     options = consumer_options(settings)
     if fetch_max_wait_ms is not None:
         options["fetch_max_wait_ms"] = max(fetch_max_wait_ms, options["fetch_max_wait_ms"])

@@ -4,9 +4,10 @@ line, blank lines and `#` comments allowed). Error messages never contain a toke
 
 from __future__ import annotations
 
-import os
 from collections.abc import Iterable, Mapping
 from pathlib import Path
+
+from muster_runtime.settings import Settings
 
 
 class TokenError(ValueError):
@@ -38,13 +39,14 @@ def parse_tokens_file(text: str, origin: str = "MUSTER_TOKENS_FILE") -> dict[str
     return _parse(text.splitlines(), origin)
 
 
-def load_tokens(environ: Mapping[str, str] | None = None) -> dict[str, str]:
-    """MUSTER_TOKENS wins over MUSTER_TOKENS_FILE; neither set → no tokens."""
-    env = os.environ if environ is None else environ
-    spec = env.get("MUSTER_TOKENS", "").strip()
+def load_tokens(source: Settings | Mapping[str, str]) -> dict[str, str]:
+    """MUSTER_TOKENS wins over MUSTER_TOKENS_FILE; neither set → no tokens. `source` is the
+    process's settings, or an environment given as a mapping."""
+    settings = Settings.of(source)
+    spec = settings.tokens.strip()
     if spec:
         return parse_tokens(spec)
-    file_name = env.get("MUSTER_TOKENS_FILE", "").strip()
+    file_name = settings.tokens_file.strip()
     if file_name:
         try:
             text = Path(file_name).read_text()

@@ -3,8 +3,6 @@ because auto-created topics get a single partition on the local broker."""
 
 from __future__ import annotations
 
-import os
-
 COMMANDS = "muster.commands"
 EVENTS = "muster.events"
 DELEGATIONS = "muster.delegations"
@@ -13,7 +11,6 @@ DEAD_LETTERS = "muster.dlq"
 ALL = (COMMANDS, EVENTS, DELEGATIONS, DEAD_LETTERS)
 
 
-def partitions() -> dict[str, int]:
-    """Partition count per topic: MUSTER_PARTITIONS (default 4), DLQ always 1."""
-    count = int(os.environ.get("MUSTER_PARTITIONS", "4"))
+def partitions(count: int = 4) -> dict[str, int]:
+    """Partition count per topic: `count` (MUSTER_PARTITIONS, `Settings.partitions`), DLQ always 1."""
     return {COMMANDS: count, EVENTS: count, DELEGATIONS: count, DEAD_LETTERS: 1}

@@ -1,50 +1,64 @@
-"""The gateway's Kafka contract as AsyncAPI, built from the same broker factory the service
-runs (no connection is made). `python -m muster_gateway.asyncapi > asyncapi.json`."""
+"""The gateway's Kafka contract (AsyncAPI), built by the one generator from the broker the
+service runs; served at `/asyncapi.json` and written by `make docs`."""
 
 from __future__ import annotations
 
 import functools
-import json
-from pathlib import Path
 from typing import Any
 
-from faststream.specification import AsyncAPI
+from muster_contracts.commands import CancelSession, CompactSession, ProcessSession
 from muster_contracts.published import RecordedEvent
+from muster_runtime import topics
+from muster_runtime.asyncapi import Contract, Flow, build_document, events_flow
 from muster_runtime.settings import Settings
 
 from muster_gateway.bootstrap import LIVE_EVENTS, build_broker
 
 
+def _broker(settings: Settings) -> Any:
+    return build_broker(settings, lambda _session_id: None)
+
+
+CONTRACT = Contract(
+    service="gateway",
+    description="The edge: WebSocket and REST. Consumes muster.events only as a doorbell for "
+    "live subscriptions (the events themselves are read from the event store); its "
+    "decisions write commands and events through the outbox.",
+    build=_broker,
+    # The doorbell reads only the record key, never the value: the value is what is published.
+    receives=Flow(LIVE_EVENTS, topics.EVENTS, payload=RecordedEvent, group="gateway-<instance_id>"),
+    sends=(
+        Flow(
+            "gateway-commands",
+            topics.COMMANDS,
+            "ProcessSession after a user message is accepted (also a side task's first).",
+            ProcessSession,
+        ),
+        Flow(
+            "gateway-cancel",
+            topics.COMMANDS,
+            "CancelSession when a running turn is cancelled (or its session deleted).",
+            CancelSession,
+        ),
+        Flow(
+            "gateway-compact",
+            topics.COMMANDS,
+            "CompactSession when compaction is asked for (POST /v1/sessions/{id}/compact).",
+            CompactSession,
+        ),
+        events_flow(
+            "gateway-events",
+            "SessionCreated, UserMessageQueued, SessionPhaseChanged (CANCELLED) and "
+            "QueuedMessagesDropped, appended by create_session, send_message and cancel; "
+            "SideSessionCreated (source) and SessionForked (side task) by "
+            "create_side_session; SessionSettingsChanged, SessionArchived, "
+            "SessionUnarchived, SessionDeleted, SessionPromoted and SessionRead by the "
+            "session-management routes.",
+        ),
+    ),
+)
+
+
 @functools.cache
 def asyncapi_schema() -> dict[str, Any]:
-    settings = Settings(
-        database_url="",
-        kafka_bootstrap_servers="localhost:9092",
-        data_dir=Path("."),
-        instance_id="{instance_id}",
-    )
-    broker = build_broker(settings, lambda session_id: None)
-    spec = AsyncAPI(
-        broker,
-        title="muster gateway",
-        version="0.1.0",
-        description="Kafka side of the gateway: consumes muster.events, emits commands.",
-    )
-    schema: dict[str, Any] = spec.to_specification().to_jsonable()
-    _document_payload(schema)
-    return schema
-
-
-def _document_payload(schema: dict[str, Any]) -> None:
-    """The handler reads the raw body (to skip bad records instead of failing), so FastStream
-    cannot infer the payload; describe it with the published contract model."""
-    payload = RecordedEvent.model_json_schema(ref_template="#/components/schemas/{model}")
-    schema.setdefault("components", {}).setdefault("schemas", {})["RecordedEvent"] = payload
-    for name, message in schema["components"].get("messages", {}).items():
-        if name.startswith(f"{LIVE_EVENTS}:"):
-            message["payload"] = {"$ref": "#/components/schemas/RecordedEvent"}
-    schema["components"]["schemas"].pop("EmptyPayload", None)
-
-
-if __name__ == "__main__":
-    print(json.dumps(asyncapi_schema(), indent=2))
+    return build_document(CONTRACT)

@@ -17,8 +17,7 @@ from fastapi.responses import JSONResponse, Response
 from faststream import AckPolicy
 from faststream.kafka import KafkaBroker
 from faststream.kafka.annotations import KafkaMessage
-from muster_contracts.commands import CancelSession, ProcessSession
-from muster_runtime import dispatch, topics, tracing
+from muster_runtime import dispatch, retrying, topics, tracing
 from muster_runtime.consuming import BATCH_OPTIONS, records_of
 from muster_runtime.db import Pool, create_pool
 from muster_runtime.dispatch import Dispatcher
@@ -70,37 +69,23 @@ def build_broker(
             if local is not None and record.key and record.value and TOOL_REQUESTED in record.value:
                 local.requested(record.key.decode(errors="replace"))
 
-    # Documentation only (AsyncAPI): the gateway's commands reach Kafka through the outbox.
-    broker.publisher(
-        topics.COMMANDS,
-        title="gateway-commands",
-        schema=ProcessSession,
-        description="ProcessSession after a user message is accepted.",
-    )
-    broker.publisher(
-        topics.COMMANDS,
-        title="gateway-cancel",
-        schema=CancelSession,
-        description="CancelSession when a running turn is cancelled.",
-    )
     return broker
 
 
 async def _supervise(name: str, run: Callable[[], Awaitable[Any]]) -> None:
-    """Keep a background loop alive across transient failures (database restarts…)."""
-    delay = 0.5
+    """Keep a background loop alive across transient failures (database restarts…); a run
+    that returns is started again at once, with the backoff starting over."""
+
+    def before_sleep(state: retrying.RetryCallState) -> None:
+        log.warning(
+            "background_task_failed task=%s error=%s retry_in_s=%.1f",
+            name,
+            retrying.error_name(state),
+            state.upcoming_sleep,
+        )
+
     while True:
-        try:
-            await run()
-            delay = 0.5
-        except asyncio.CancelledError:
-            raise
-        except Exception as exc:
-            log.warning(
-                "background_task_failed task=%s error=%s retry_in_s=%.1f", name, type(exc).__name__, delay
-            )
-            await asyncio.sleep(delay)
-            delay = min(delay * 2, 10.0)
+        await retrying.call(retrying.forever(Exception, before_sleep=before_sleep), run)
 
 
 async def _cancel(task: asyncio.Task[None]) -> None:

@@ -9,9 +9,7 @@ Convention shared with every writer of a session stream: lock the `sessions` row
 
 from __future__ import annotations
 
-import asyncio
 import logging
-import random
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any, TypeVar
@@ -27,7 +25,7 @@ from muster_contracts.events import (
     SessionPhaseChanged,
     UserMessageQueued,
 )
-from muster_runtime import eventstore, lineage, topics
+from muster_runtime import eventstore, lineage, retrying, topics
 from muster_runtime.db import Connection, Pool
 from muster_runtime.postgres_uow import PostgresUnitOfWork
 from muster_runtime.unit_of_work import WAITING_PHASES as WAITING
@@ -49,15 +47,13 @@ T = TypeVar("T")
 
 
 async def _retrying(decide: Callable[[], Awaitable[T]]) -> T:
-    """Re-run a decision that lost a race on its stream (it re-reads everything)."""
-    for attempt in range(1, ATTEMPTS + 1):
-        try:
-            return await decide()
-        except (eventstore.ConcurrencyError, asyncpg.DeadlockDetectedError) as exc:
-            if attempt == ATTEMPTS:
-                raise GatewayError("conflict", "session is busy, retry") from exc
-            await asyncio.sleep(random.uniform(0, 0.005 * attempt))
-    raise AssertionError("unreachable")
+    """Re-run a decision that lost a race on its stream (it re-reads everything); a small
+    random pause, growing with each try, spreads the competitors out."""
+    races = (eventstore.ConcurrencyError, asyncpg.DeadlockDetectedError)
+    try:
+        return await retrying.call(retrying.lost_race(races, attempts=ATTEMPTS, jitter_step_s=0.005), decide)
+    except races as exc:
+        raise GatewayError("conflict", "session is busy, retry") from exc
 
 
 async def _lock(conn: Connection, user_id: str, raw_id: str) -> Any:

@@ -21,14 +21,14 @@ GRACE_S = 5  # well inside the launcher's 20 s stop budget
 
 
 def run() -> None:
-    logs.configure("gateway")
     settings = Settings.from_env()
+    logs.configure("gateway", settings.log_level)
     if not settings.database_url:
         raise SystemExit("gateway: DATABASE_URL is not set")
     if not settings.kafka_bootstrap_servers:
         raise SystemExit("gateway: KAFKA_BOOTSTRAP_SERVERS is not set")
     try:
-        tokens = load_tokens()
+        tokens = load_tokens(settings)
     except TokenError as exc:
         raise SystemExit(f"gateway: {exc}") from None
     if not tokens:

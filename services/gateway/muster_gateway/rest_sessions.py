@@ -4,6 +4,7 @@ archive, delete, promote, read, and the model context of a session."""
 from __future__ import annotations
 
 from functools import cache
+from pathlib import Path
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Query, Response
@@ -23,9 +24,9 @@ _MANAGE_ERRORS: dict[int | str, dict[str, Any]] = {**_ERRORS, 409: {"model": sch
 
 
 @cache
-def _agents() -> AgentRegistry:
+def _agents(path: Path | None) -> AgentRegistry:
     # The same definitions as the harness (MUSTER_AGENTS_FILE, else the built-in ones).
-    return AgentRegistry.load()
+    return AgentRegistry.load(path)
 
 
 @router.get("/v1/sessions/{session_id}/side-tasks", response_model=ts.SideTaskList, responses=_ERRORS)
@@ -119,7 +120,7 @@ async def context(gw: GW, user: User, session_id: str) -> dict[str, Any]:
     if state is None:
         raise not_found()
     try:
-        agent = _agents().get(state.agent_type)
+        agent = _agents(gw.settings.agents_file).get(state.agent_type)
     except UnknownAgentType:
         raise GatewayError("conflict", f"unknown agent type {state.agent_type!r}") from None
     system, *messages = model_messages(agent, state)

@@ -42,10 +42,10 @@ def build(settings: Settings) -> Harness:
         async with tracing.running("harness", settings), resources(settings, pool_size=20) as held:
             edge.producer = held.producer
             runners = Runners(held.pool, settings.instance_id, settings.lease_ttl_s)
-            agents = AgentRegistry.load()
+            agents = AgentRegistry.load(settings.agents_file)
             loop = LoopDeps(
                 uows=held.uow,
-                model=build_model(settings.model),
+                model=build_model(settings.model, settings),
                 agents=agents,
                 workspaces=settings.workspaces_dir,
                 budget=Budget(settings.context_tokens, settings.compaction_threshold),

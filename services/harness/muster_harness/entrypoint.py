@@ -10,6 +10,7 @@ from muster_harness.bootstrap import build
 
 
 def run() -> None:
-    configure("harness")
-    harness = build(Settings.from_env())
+    settings = Settings.from_env()
+    configure("harness", settings.log_level)
+    harness = build(settings)
     eventloop.run(harness.app.run())

@@ -10,5 +10,6 @@ from muster_recovery.bootstrap import build
 
 
 def run() -> None:
-    configure("recovery")
-    eventloop.run(build(Settings.from_env()).app.run())
+    settings = Settings.from_env()
+    configure("recovery", settings.log_level)
+    eventloop.run(build(settings).app.run())

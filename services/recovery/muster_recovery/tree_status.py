@@ -17,7 +17,7 @@ from uuid import UUID
 import asyncpg
 from muster_contracts.published import RecordedEvent
 from muster_contracts.session_events import SessionTreeStatusChanged
-from muster_runtime import eventstore
+from muster_runtime import eventstore, retrying
 from muster_runtime.db import Pool
 from muster_runtime.postgres_uow import PostgresUnitOfWork
 
@@ -79,14 +79,13 @@ async def refresh(pool: Pool, root_id: UUID) -> bool:
     row = await pool.fetchrow(STATUS, root_id)
     if row is None or not _changed(row):
         return False
-    for attempt in range(1, ATTEMPTS + 1):
-        try:
-            async with PostgresUnitOfWork(pool) as uow:
-                return await _record(uow, root_id)
-        except (eventstore.ConcurrencyError, asyncpg.DeadlockDetectedError):
-            if attempt == ATTEMPTS:
-                raise
-    return False
+
+    async def record() -> bool:
+        async with PostgresUnitOfWork(pool) as uow:
+            return await _record(uow, root_id)
+
+    races = (eventstore.ConcurrencyError, asyncpg.DeadlockDetectedError)
+    return await retrying.call(retrying.lost_race(races, attempts=ATTEMPTS), record)
 
 
 async def _record(uow: PostgresUnitOfWork, root_id: UUID) -> bool:

@@ -49,8 +49,8 @@ def build(settings: Settings) -> Worker:
             )
             loop = LoopDeps(
                 uows=held.uow,
-                model=build_model(settings.model),
-                agents=AgentRegistry.load(),
+                model=build_model(settings.model, settings),
+                agents=AgentRegistry.load(settings.agents_file),
                 workspaces=settings.workspaces_dir,
                 budget=Budget(settings.context_tokens, settings.compaction_threshold),
                 on_close=finish_execution,

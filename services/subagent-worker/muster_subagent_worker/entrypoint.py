@@ -10,5 +10,6 @@ from muster_subagent_worker.bootstrap import build
 
 
 def run() -> None:
-    configure("subagent-worker")
-    eventloop.run(build(Settings.from_env()).app.run())
+    settings = Settings.from_env()
+    configure("subagent-worker", settings.log_level)
+    eventloop.run(build(settings).app.run())

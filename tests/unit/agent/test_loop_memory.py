@@ -7,6 +7,7 @@ import json
 from pathlib import Path
 from uuid import UUID, uuid4
 
+import pytest
 from muster_agent.loop import StepOutcome
 from muster_agent.models.base import ModelReply, ModelRequest, Usage
 from muster_contracts import events as ev
@@ -103,3 +104,34 @@ async def test_a_crash_tail_is_discarded_and_its_tool_is_not_run_again(tmp_path:
     async with world.store.uow() as uow:
         kinds = [s.type for s in await uow.read_stream(str(sid))]
     assert "MessagesDiscarded" in kinds and kinds.count("SessionPhaseChanged") >= 3
+
+
+async def test_a_step_that_loses_a_race_reloads_the_state_and_decides_again(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from muster_agent import loop
+    from muster_runtime.eventstore import ConcurrencyError
+
+    world = World(tmp_path)
+    sid = await world.session("hello")
+    real_step, real_read = loop.step, loop.store.read_state
+    steps: list[object] = []
+    reads: list[UUID] = []
+
+    async def racing_step(deps: loop.LoopDeps, state: loop.SessionState | None) -> loop.Step:
+        steps.append(state)
+        if len(steps) == 1:
+            raise ConcurrencyError("another writer moved first")
+        return await real_step(deps, state)
+
+    async def counted_read(uows: object, session_id: UUID) -> loop.SessionState:
+        reads.append(session_id)
+        return await real_read(uows, session_id)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(loop, "step", racing_step)
+    monkeypatch.setattr(loop.store, "read_state", counted_read)
+    assert await world.run(sid) == StepOutcome.IDLE
+    # Loaded once at the start and once more after the lost race; never a stale state again.
+    assert reads[:2] == [sid, sid]
+    assert steps[0] is not steps[1]
+    assert (await world.state(sid)).phase == "COMPLETED"

@@ -8,6 +8,7 @@ from typing import Any
 
 import pytest
 from muster_agent.tools import Workspace, is_local_tool, registry, run_local_tool
+from muster_agent.tools.arguments import ReadFile
 
 
 @pytest.fixture
@@ -54,7 +55,7 @@ async def test_tools_run_off_the_event_loop_thread(
         threads.append(threading.current_thread())
         return {"success": True}
 
-    monkeypatch.setitem(registry._TOOLS, "read_file", registry._Spec(spy, {"path": str}))
+    monkeypatch.setitem(registry._TOOLS, "read_file", registry._Spec(spy, ReadFile))
     assert await run_local_tool(ws, "read_file", {"path": "a"}) == {"success": True}
     assert threads and threads[0] is not threading.current_thread()
 

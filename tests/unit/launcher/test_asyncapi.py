@@ -107,3 +107,35 @@ def test_output_is_deterministic(tmp_path: Path, documents: dict[str, dict[str, 
     asyncapi.write_documents(tmp_path)
     again = {path.stem: json.loads(path.read_text()) for path in tmp_path.glob("*.json")}
     assert again == documents
+
+
+def test_payloads_follow_the_contract_unions(documents: dict[str, dict[str, Any]]) -> None:
+    """A command or event added to `muster_contracts` appears without being listed."""
+    from muster_contracts.commands import SESSION_COMMANDS
+    from muster_contracts.events import EVENT_TYPES
+
+    harness = documents["harness"]
+    (receive,) = [m for name, m in harness["components"]["messages"].items() if "Subscribe" in name]
+    commands = {ref.rsplit("/", 1)[-1] for ref in _refs(receive["payload"])}
+    assert commands == {ref.rsplit("/", 1)[-1] for ref in _refs(SESSION_COMMANDS.json_schema())}
+    assert "CompactSession" in commands
+    for document in documents.values():
+        recorded = document["components"]["schemas"]["RecordedEvent"]
+        assert set(recorded["properties"]["type"]["enum"]) == set(EVENT_TYPES)
+        assert {r.rsplit("/", 1)[-1] for r in _refs(recorded["properties"]["payload"])} == {
+            cls.__name__ for cls in EVENT_TYPES.values()
+        }
+
+
+def test_the_gateway_serves_the_document_make_docs_writes(documents: dict[str, dict[str, Any]]) -> None:
+    from muster_gateway.asyncapi import asyncapi_schema
+
+    assert json.loads(json.dumps(asyncapi_schema())) == documents["gateway"]
+
+
+def test_the_committed_documents_are_up_to_date(documents: dict[str, dict[str, Any]]) -> None:
+    committed = Path(__file__).resolve().parents[3] / "docs" / "asyncapi"
+    for service, document in documents.items():
+        assert json.loads((committed / f"{service}.json").read_text()) == document, (
+            f"docs/asyncapi/{service}.json is stale: run `make docs`"
+        )

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-import os
+from muster_runtime.settings import Settings
 
 from muster_agent.models.base import (
     ModelError,
@@ -26,14 +26,16 @@ __all__ = [
 ]
 
 
-def build_model(name: str) -> ModelProvider:
-    """The provider selected by MUSTER_MODEL ("script" or "openai")."""
+def build_model(name: str, settings: Settings | None = None) -> ModelProvider:
+    """The provider selected by MUSTER_MODEL ("script" or "openai"), configured by
+    `settings` (by default, this process's environment)."""
     kind = name.strip().lower()
+    if kind not in ("script", "openai"):
+        raise ValueError(f"unknown model provider {name!r}; expected 'script' or 'openai'")
+    settings = settings or Settings.from_env()
     if kind == "script":
-        return ScriptedModel(float(os.environ.get("MUSTER_SCRIPT_SUMMARY_DELAY_MS", "0") or 0))
-    if kind == "openai":
-        # Imported here so processes on the scripted model never load the OpenAI SDK.
-        from muster_agent.models.openai_provider import OpenAIModel
+        return ScriptedModel(settings.script_summary_delay_ms)
+    # Imported here so processes on the scripted model never load the OpenAI SDK.
+    from muster_agent.models.openai_provider import OpenAIModel
 
-        return OpenAIModel.from_env()
-    raise ValueError(f"unknown model provider {name!r}; expected 'script' or 'openai'")
+    return OpenAIModel.from_settings(settings)

@@ -1,6 +1,6 @@
 """Real models through any OpenAI-compatible chat-completions endpoint.
 
-Configuration comes from the environment (MUSTER_OPENAI_* first, then the SDK's usual
+Configuration comes from `Settings` (MUSTER_OPENAI_* first, then the SDK's usual
 OPENAI_* names). The SDK client is created on first use so that importing this module, or
 building a provider in a process that never calls it, needs no key and opens no sockets.
 """
@@ -8,12 +8,12 @@ building a provider in a process that never calls it, needs no key and opens no 
 from __future__ import annotations
 
 import json
-import os
 import re
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
 import openai
+from muster_runtime.settings import Settings
 from openai import AsyncOpenAI
 
 from muster_agent.models.base import ModelError, ModelReply, ModelRequest, ToolCall, Usage
@@ -23,14 +23,6 @@ _PLACEHOLDER_KEY = "EMPTY"
 _DETAIL_LIMIT = 300
 # Servers echo (partially masked) keys in auth errors; never pass those on.
 _KEY_PATTERN = re.compile(r"\bsk-[A-Za-z0-9_\-*.]{4,}|\bBearer\s+\S+", re.IGNORECASE)
-
-
-def _env(*names: str) -> str | None:
-    for name in names:
-        value = os.environ.get(name)
-        if value:
-            return value
-    return None
 
 
 def _public_url(url: str | None) -> str:
@@ -77,14 +69,20 @@ class OpenAIModel:
         self._client: AsyncOpenAI | None = None
 
     @classmethod
-    def from_env(cls, **overrides: Any) -> OpenAIModel:
-        settings: dict[str, Any] = {
-            "model": _env("MUSTER_OPENAI_MODEL"),
-            "base_url": _env("MUSTER_OPENAI_BASE_URL", "OPENAI_BASE_URL"),
-            "api_key": _env("MUSTER_OPENAI_API_KEY", "OPENAI_API_KEY"),
+    def from_settings(cls, settings: Settings, **overrides: Any) -> OpenAIModel:
+        key = settings.openai_api_key
+        configured: dict[str, Any] = {
+            "model": settings.openai_model,
+            "base_url": settings.openai_base_url,
+            "api_key": key.get_secret_value() if key is not None else None,
         }
-        settings.update(overrides)
-        return cls(**settings)
+        configured.update(overrides)
+        return cls(**configured)
+
+    @classmethod
+    def from_env(cls, **overrides: Any) -> OpenAIModel:
+        """`from_settings` on this process's environment."""
+        return cls.from_settings(Settings.from_env(), **overrides)
 
     def _get_client(self) -> AsyncOpenAI:
         if self._client is None:

@@ -1,112 +1,63 @@
-"""OpenAI function-tool schemas for every tool a muster agent can be given."""
+"""OpenAI function-tool schemas for every tool a muster agent can be given, generated from
+the argument models in `arguments.py` (the same models validate the calls)."""
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Iterable
 from typing import Any
 
+from pydantic.json_schema import GenerateJsonSchema, JsonSchemaValue
+from pydantic_core import core_schema
 
-def _function(name: str, description: str, properties: dict[str, Any], required: list[str]) -> dict[str, Any]:
+from muster_agent.tools.arguments import ALL_ARGUMENTS, ToolArguments
+
+
+class _ModelFacing(GenerateJsonSchema):
+    """The plain JSON schema a model reads: no titles, and an optional argument is its
+    type alone (a null is never needed: leaving the argument out says the same)."""
+
+    def field_title_should_be_set(self, schema: Any) -> bool:
+        return False
+
+    def nullable_schema(self, schema: core_schema.NullableSchema) -> JsonSchemaValue:
+        return self.generate_inner(schema["schema"])
+
+    def default_schema(self, schema: core_schema.WithDefaultSchema) -> JsonSchemaValue:
+        if schema.get("default") is None:
+            return self.generate_inner(schema["schema"])
+        return super().default_schema(schema)
+
+
+# The keys of an argument's schema in the order a model has always read them.
+_KEY_ORDER = ("type", "items", "description", "default")
+
+
+def _property(schema: dict[str, Any]) -> dict[str, Any]:
+    ordered = {key: schema[key] for key in _KEY_ORDER if key in schema}
+    return ordered | {key: value for key, value in schema.items() if key not in ordered}
+
+
+def function_schema(model: type[ToolArguments]) -> dict[str, Any]:
+    """`model` as an OpenAI function tool."""
+    generated = model.model_json_schema(schema_generator=_ModelFacing)
     return {
         "type": "function",
         "function": {
-            "name": name,
-            "description": description,
+            "name": model.tool,
+            "description": model.description(),
             "parameters": {
                 "type": "object",
-                "properties": properties,
-                "required": required,
+                "properties": {name: _property(p) for name, p in generated["properties"].items()},
+                "required": list(generated.get("required", [])),
+                # Models are told to send only these; the validation drops any others.
                 "additionalProperties": False,
             },
         },
     }
 
 
-_PATH = {"type": "string", "description": "Path relative to the workspace root."}
-
-# Insertion order is the order tools are offered to a model: fixed, whatever order an
-# agent definition lists them in, so the prompt (and any provider-side cache) is stable.
-_SCHEMAS: dict[str, dict[str, Any]] = {
-    "read_file": _function(
-        "read_file",
-        "Read a UTF-8 text file (at most 4 MiB) from the workspace.",
-        {"path": _PATH},
-        ["path"],
-    ),
-    "write_file": _function(
-        "write_file",
-        "Create or overwrite a file with the given content; parent directories are created.",
-        {"path": _PATH, "content": {"type": "string", "description": "The full new content."}},
-        ["path", "content"],
-    ),
-    "edit_file": _function(
-        "edit_file",
-        "Replace old_string with new_string in a file. old_string must occur exactly once "
-        "unless replace_all is true.",
-        {
-            "path": _PATH,
-            "old_string": {"type": "string", "description": "Exact text to replace."},
-            "new_string": {"type": "string", "description": "Replacement text."},
-            "replace_all": {
-                "type": "boolean",
-                "description": "Replace every occurrence.",
-                "default": False,
-            },
-        },
-        ["path", "old_string", "new_string"],
-    ),
-    "delete_file": _function(
-        "delete_file",
-        "Delete a file (not a directory) from the workspace.",
-        {"path": _PATH},
-        ["path"],
-    ),
-    "list_files": _function(
-        "list_files",
-        "List files and directories (ending in '/') recursively, relative to the workspace "
-        "root; at most 1000 entries.",
-        {"path": {"type": "string", "description": "Directory to list; default the root."}},
-        [],
-    ),
-    "delegate": _function(
-        "delegate",
-        "Start a subagent of the given type on a task. Its final answer arrives as this "
-        "tool's result once it finishes; delegate several tasks at once to run them in "
-        "parallel.",
-        {
-            "agent_type": {"type": "string", "description": "The kind of subagent to run."},
-            "task": {"type": "string", "description": "Complete, self-contained instructions."},
-        },
-        ["agent_type", "task"],
-    ),
-    "delegate_followup": _function(
-        "delegate_followup",
-        "Send a further task to a subagent started earlier with delegate; it keeps its "
-        "previous conversation.",
-        {
-            "child_session_id": {
-                "type": "string",
-                "description": "child_session_id from a delegate result.",
-            },
-            "task": {"type": "string", "description": "The follow-up instructions."},
-        },
-        ["child_session_id", "task"],
-    ),
-    "ask_user": _function(
-        "ask_user",
-        "Ask the user a question and wait for the answer, which becomes this tool's result. "
-        "Offer options when the answer is a choice.",
-        {
-            "question": {"type": "string", "description": "The question, self-contained."},
-            "options": {
-                "type": "array",
-                "items": {"type": "string"},
-                "description": "Possible answers to choose from, if any.",
-            },
-        },
-        ["question"],
-    ),
-}
+_SCHEMAS: dict[str, dict[str, Any]] = {model.tool: function_schema(model) for model in ALL_ARGUMENTS}
 
 LOCAL_TOOL_NAMES: frozenset[str] = frozenset(
     {"read_file", "write_file", "edit_file", "delete_file", "list_files"}
@@ -118,19 +69,11 @@ ALL_TOOL_NAMES: frozenset[str] = LOCAL_TOOL_NAMES | DELEGATION_TOOL_NAMES | USER
 
 
 def tool_schemas(allowed: Iterable[str]) -> list[dict[str, Any]]:
-    """The schemas of the `allowed` tools, in the fixed order above. An unknown name is a
-    configuration mistake (a typo in an agent definition) and raises ValueError."""
+    """The schemas of the `allowed` tools, in the fixed order of `ALL_ARGUMENTS`. An unknown
+    name is a configuration mistake (a typo in an agent definition) and raises ValueError."""
     wanted = set(allowed)
-    unknown = wanted - ALL_TOOL_NAMES
+    unknown = wanted - set(_SCHEMAS)
     if unknown:
         raise ValueError(f"unknown tool name(s): {', '.join(sorted(unknown))}")
-    # Deep-ish copies: callers may mutate what they send, never the shared table.
-    return [_copy(schema) for name, schema in _SCHEMAS.items() if name in wanted]
-
-
-def _copy(value: Any) -> Any:
-    if isinstance(value, dict):
-        return {k: _copy(v) for k, v in value.items()}
-    if isinstance(value, list):
-        return [_copy(v) for v in value]
-    return value
+    # Copies: callers may mutate what they send, never the shared table.
+    return [copy.deepcopy(schema) for name, schema in _SCHEMAS.items() if name in wanted]

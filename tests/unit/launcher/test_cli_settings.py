@@ -1,0 +1,43 @@
+"""The launcher reads its environment through `Settings` and still hands it to children."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from muster_launcher import cli
+from muster_launcher.services import service_command, service_env, service_spec
+from muster_runtime.settings import Settings
+
+
+def test_an_invalid_variable_is_reported_by_name(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setenv("MUSTER_GATEWAY_PORT", "not-a-port")
+    assert cli.main(["chat", "hello"]) == 2
+    assert "MUSTER_GATEWAY_PORT" in capsys.readouterr().err
+
+
+def test_service_commands_and_instances_come_from_the_settings(tmp_path: Path) -> None:
+    environ = {
+        "MUSTER_SERVICE_COMMAND_SUBAGENT_WORKER": "python -m my_worker --fast",
+        "MUSTER_INSTANCE_ID": "box",
+        "UNRELATED": "kept",
+    }
+    settings = Settings.from_environ(environ)
+    assert service_command("subagent-worker", settings) == ["python", "-m", "my_worker", "--fast"]
+    env = service_env(
+        environ,
+        database_url="postgresql://db",
+        bootstrap="k:1",
+        data_dir=tmp_path,
+        tokens_file=tmp_path / "tokens",
+        gateway_port=9000,
+    )
+    # The children inherit the launcher's environment, with what it adds.
+    assert env["UNRELATED"] == "kept"
+    assert Settings.from_environ(env).database_url == "postgresql://db"
+    second = service_spec("subagent-worker", settings, env, gateway_port=9000, instance=2)
+    assert second.name == "subagent-worker-2"
+    assert second.env["MUSTER_INSTANCE_ID"] == "box-2"
+    assert second.argv == ["python", "-m", "my_worker", "--fast"]
