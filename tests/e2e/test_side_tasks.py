@@ -241,14 +241,24 @@ async def test_a_promoted_side_task_keeps_the_workspace_and_children_inherit(
     cluster, alice: Client, alice_rest: Rest
 ) -> None:
     main = await alice.run_turn("the main line")
-    task = await side(alice, main, "aside", permissionLevel="read_only")
+    task = await side(alice, main, "aside", permissionLevel="ask")
     assert (await alice_rest.http.post(f"/v1/sessions/{task}/promote")).status_code == 200
     child_writes = script({"tool_calls": [call("write_file", path="promoted.txt", content="kept\n")]},
                           {"content": "written"})
     await alice.ack("send_message", task, {"content": script(
         {"tool_calls": [call("delegate", agent_type="general", task=child_writes)]}, {"content": "ok"})})
+
+    def approvals(sid: str) -> list[str]:
+        return [e["data"]["approvalId"] for e in alice.events[sid] if e["type"] == "approval_requested"]
+
+    await alice.wait_for(lambda: bool(approvals(task)))  # `ask`: the delegation waits for the user
+    await alice.ack("answer_approval", task, {"approvalId": approvals(task)[0], "decision": "approve"})
+    await alice.wait_for(lambda: any(e["type"] == "subagent_session_created" for e in alice.events[task]))
+    child = next(e["data"]["childSessionId"] for e in alice.events[task] if e["type"] == "subagent_session_created")
+    await alice.ack("subscribe", child, {"afterPosition": 0})
+    await alice.wait_for(lambda: bool(approvals(child)))  # and so does its child's write: inherited
+    await alice.ack("answer_approval", child, {"approvalId": approvals(child)[0], "decision": "approve"})
     assert await alice.wait_phase(task, count=2) == "COMPLETED"
     assert (Path(cluster.data_dir) / "workspaces" / main / "promoted.txt").read_text() == "kept\n"
-    child = next(e["data"]["childSessionId"] for e in alice.events[task] if e["type"] == "subagent_session_created")
     body = await alice_rest.json(f"/v1/sessions/{child}")
-    assert (body["rootSessionId"], body["permissionLevel"]) == (task, "read_only")
+    assert (body["rootSessionId"], body["permissionLevel"]) == (task, "ask")
