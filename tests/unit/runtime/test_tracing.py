@@ -137,7 +137,7 @@ def test_a_command_body_is_filled_from_the_lineage_or_is_its_own_cause() -> None
 async def test_a_service_traces_only_with_an_endpoint_and_stops_in_bounded_time(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    async with tracing.running("harness", Settings("", "", tmp_path)):
+    async with tracing.running("harness", Settings.from_environ({"MUSTER_DATA_DIR": str(tmp_path)})):
         assert not tracing.enabled()
     # A collector nobody listens on: the exporter retries, the stop does not wait for it.
     with socket.socket() as sock:
@@ -145,7 +145,7 @@ async def test_a_service_traces_only_with_an_endpoint_and_stops_in_bounded_time(
         closed = f"http://127.0.0.1:{sock.getsockname()[1]}"
     monkeypatch.setenv("OTEL_EXPORTER_OTLP_ENDPOINT", closed)
     started = time.monotonic()
-    async with tracing.running("harness", Settings("", "", tmp_path, otel_endpoint=closed)):
+    async with tracing.running("harness", Settings.from_environ({"MUSTER_DATA_DIR": str(tmp_path), "OTEL_EXPORTER_OTLP_ENDPOINT": closed})):
         assert tracing.enabled()
         with tracing.server_span("ws send_message"):
             assert tracing.traceparent() is not None
