@@ -28,15 +28,17 @@ WAIT = "#script " + json.dumps(
     {"steps": [{"tool_calls": [{"name": "write_file", "arguments": {"path": "w.md", "content": "x"}}]}]}
 )
 PENDING = "SELECT count(*) FROM session_waits WHERE kind = 'approval' AND status = 'pending'"
+# Waiting roots whose tree signal recovery has recorded: the setup's last reaction.
+SIGNALLED = "SELECT count(*) FROM sessions WHERE pending_approvals > 0"
 REFUSED = "SELECT count(*) FROM sessions WHERE permission_level = 'read_only' AND phase = 'COMPLETED'"
 LIVE_LEASES = """SELECT count(*) FROM leases l JOIN sessions s ON l.resource_id = s.session_id::text
                  WHERE s.phase = 'WAITING_APPROVAL' AND l.expires_at > now()"""
 
 
 async def make_sessions(cluster: BenchCluster, count: int, waiting: bool, clients: int = 8) -> float:
-    """Create `count` sessions and wait until each waits for its approval (or, not
-    `waiting`, had its call refused and ended); seconds taken."""
-    level, done = ("ask", PENDING) if waiting else ("read_only", REFUSED)
+    """Create `count` sessions and wait until each waits for its approval and its tree
+    signal shows it (or, not `waiting`, had its call refused and ended); seconds taken."""
+    level, done = ("ask", SIGNALLED) if waiting else ("read_only", REFUSED)
     started = time.perf_counter()
     todo = iter(range(count))
 
@@ -94,7 +96,7 @@ async def main(args: argparse.Namespace) -> None:
         )
     base, loaded = rows
     print(
-        f"\nratio with {args.waiting} waiting: throughput {loaded['run']['turns_per_s'] / base['run']['turns_per_s']:.2f}x, "
+        f"\nratio with {args.sessions} waiting: throughput {loaded['run']['turns_per_s'] / base['run']['turns_per_s']:.2f}x, "
         f"idle CPU {loaded['idle']['cpu_pct_total'] - base['idle']['cpu_pct_total']:+.2f} points; "
         f"live leases of waiting sessions: {loaded['live_leases_of_waiting_sessions']}"
     )

@@ -32,7 +32,9 @@ CREATE TABLE session_waits (
     resolved_at timestamptz
 );
 CREATE INDEX session_waits_call ON session_waits (session_id, tool_call_id);
-CREATE INDEX session_waits_pending ON session_waits (user_id, kind) WHERE status = 'pending'
+CREATE INDEX session_waits_pending ON session_waits (user_id, kind) WHERE status = 'pending';
+-- The tree signals count a tree's pending waits from its sessions (muster_tree_status).
+CREATE INDEX sessions_root ON sessions (root_session_id)
 """
 
 # Requests insert a row; a resolution changes it only if it was recorded later (its
@@ -96,9 +98,9 @@ SIGNALS_AND_WAITS = """,
         SELECT s.root_session_id AS r,
             count(*) FILTER (WHERE w.kind = 'approval')::int AS approvals,
             count(*) FILTER (WHERE w.kind = 'question')::int AS questions
-        FROM session_waits w JOIN sessions s ON s.session_id = w.session_id
-        WHERE w.status = 'pending' AND w.kind IN ('approval', 'question')
-          AND s.root_session_id = ANY (p_roots) AND NOT s.deleted
+        FROM sessions s JOIN session_waits w ON w.session_id = s.session_id
+        WHERE s.root_session_id = ANY (p_roots) AND NOT s.deleted
+          AND w.status = 'pending' AND w.kind IN ('approval', 'question')
         GROUP BY s.root_session_id)
     SELECT g.r, g.running, g.unread, coalesce(w.approvals, 0), coalesce(w.questions, 0)
     FROM signals g LEFT JOIN waits w ON w.r = g.r
@@ -162,4 +164,5 @@ def downgrade() -> None:
     op.execute(earlier.strip().replace("CREATE FUNCTION", "CREATE OR REPLACE FUNCTION", 1))
     op.execute(migration_module("0011_compactions.py").project_function().strip())
     op.execute("DROP FUNCTION muster_project_waits(muster_event[])")
+    op.execute("DROP INDEX sessions_root")
     op.execute("DROP TABLE session_waits")
