@@ -83,7 +83,8 @@ async def measure(waiting: bool, args: argparse.Namespace) -> dict[str, Any]:
 
 
 async def main(args: argparse.Namespace) -> None:
-    rows = [await measure(False, args), await measure(True, args)]
+    order = (True, False) if args.waiting_first else (False, True)
+    rows = sorted([await measure(waiting, args) for waiting in order], key=lambda row: row["waiting"])
     print(json.dumps(rows, indent=2))
     print(
         f"\n| sessions waiting | idle CPU (% of a core) | turns/s (N={args.n}, K={args.k}, C={args.c}) | p50 ms |"
@@ -105,6 +106,7 @@ async def main(args: argparse.Namespace) -> None:
 def cli() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--sessions", type=int, default=1000)
+    parser.add_argument("--waiting-first", action="store_true", help="measure the waiting cluster first")
     parser.add_argument("--n", type=int, default=100)
     parser.add_argument("--k", type=int, default=4)
     parser.add_argument("--c", type=int, default=16)
