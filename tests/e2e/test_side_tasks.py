@@ -133,7 +133,9 @@ async def listed_signals(rest: Rest, root: str) -> tuple[bool, bool]:
 
 async def test_tree_signals_follow_a_deep_side_task(cluster, alice: Client, alice_rest: Rest) -> None:
     main, _, b, _ = await chain(alice)
-    await alice.wait_for(lambda: bool(tree_signals_now(alice, main)))
+    # The chain's turns are over, but recovery may signal them late (a side task running,
+    # then done): start from the settled signal, or the deep task's run could hide in one.
+    await alice.wait_for(lambda: tree_signals_now(alice, main)[-1:] == [(False, True)])
     seen = len(tree_signals_now(alice, main))
     slow = script({"content": "thinking", "delay_ms": 2500})
     ack = await alice.ack("create_side_session", b, {"content": slow})
