@@ -96,25 +96,28 @@ async def run_local_calls(
 async def _record(
     deps: Any, state: SessionState | None, carry: list[Item], changes: ChangeRecorder
 ) -> SessionState | None:
-    """Record `carry` with the blobs of the file changes in it. When the session no longer
-    runs here, the changes are recorded all the same: the files did change."""
+    """Record `carry` with the blobs of the file changes in it."""
     assert state is not None
     recorded = await store.record_items(deps.uows, state, carry, blobs=dict(changes.blobs))
-    if recorded is None:
+    await _changes_recorded(deps, state, carry, changes, kept=recorded is not None)
+    return recorded
+
+
+async def _changes_recorded(
+    deps: Any, state: SessionState, carry: list[Item], changes: ChangeRecorder, *, kept: bool
+) -> None:
+    """After `carry` was recorded (`kept`) or refused because the session no longer runs
+    here: the file changes in it are recorded all the same (the files did change)."""
+    if not kept:
         unanswered = [item for item in carry if isinstance(item, ev.FileChanged)]
         await record_unanswered(deps.uows, state.session_id, unanswered, changes.blobs)
     changes.blobs.clear()
-    return recorded
 
 
 async def _after_gate(
     deps: Any, state: SessionState, passed: Passed, carry: list[Item], changes: ChangeRecorder
 ) -> SessionState | None:
-    if passed.gate == Gate.GONE:
-        # As in `_record`: the files of a change in `carry` did change.
-        unanswered = [item for item in carry if isinstance(item, ev.FileChanged)]
-        await record_unanswered(deps.uows, state.session_id, unanswered, changes.blobs)
-    changes.blobs.clear()
+    await _changes_recorded(deps, state, carry, changes, kept=passed.gate != Gate.GONE)
     if passed.gate == Gate.WAITING:
         log.info(
             "tool_call_waiting session=%s phase=%s", state.session_id, passed.state and passed.state.phase
