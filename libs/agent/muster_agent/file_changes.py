@@ -12,7 +12,7 @@ not a change.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, cast
@@ -23,6 +23,7 @@ from muster_runtime.unit_of_work import UnitOfWorkFactory
 
 from muster_agent.file_snapshots import Snapshot, sha256, take_snapshot, unified_diff
 from muster_agent.session_store import SessionState
+from muster_agent.tools.files import Result
 from muster_agent.tools.workspace import Workspace, WorkspaceError
 
 FILE_TOOLS = frozenset({"write_file", "edit_file", "delete_file"})
@@ -46,27 +47,40 @@ class ChangeRecorder:
     message_seq: int
     blobs: dict[str, str] = field(default_factory=dict)
 
-    async def before(self, call: Mapping[str, Any]) -> Pending | None:
+    async def run(
+        self, call: Mapping[str, Any], tool: Callable[[], Result]
+    ) -> tuple[Result, ev.FileChanged | None]:
+        """Run `tool` (the blocking function of `call`) and return its result with the
+        change it made (None when it changed nothing), its blobs kept for `store`. The
+        snapshot before, the tool and the snapshot after share one worker thread: a hop to
+        a thread costs more than a small file's work."""
+        return await asyncio.to_thread(self._run, call, tool)
+
+    def _run(
+        self, call: Mapping[str, Any], tool: Callable[[], Result]
+    ) -> tuple[Result, ev.FileChanged | None]:
+        pending = self.before(call)
+        outcome = tool()
+        return outcome, self.after(call, outcome, pending)
+
+    def before(self, call: Mapping[str, Any]) -> Pending | None:
         """What the file is before `call` runs; None when `call` cannot change a file."""
         path = call["arguments"].get("path") if isinstance(call.get("arguments"), dict) else None
         if call["name"] not in FILE_TOOLS or not isinstance(path, str):
             return None
-        return await asyncio.to_thread(self._before, path)
-
-    def _before(self, path: str) -> Pending | None:
         try:
             target = self.workspace.resolve(path)
         except WorkspaceError:
             return None  # the tool refuses the path too
         return Pending(target, take_snapshot(target))
 
-    async def after(
+    def after(
         self, call: Mapping[str, Any], outcome: Mapping[str, Any], pending: Pending | None
     ) -> ev.FileChanged | None:
         """The change `call` made, its blobs kept for `store`; None when it changed nothing."""
         if pending is None or not outcome.get("success") or not isinstance(outcome.get("path"), str):
             return None
-        return await asyncio.to_thread(self._describe, call, outcome["path"], pending)
+        return self._describe(call, outcome["path"], pending)
 
     def _describe(self, call: Mapping[str, Any], path: str, pending: Pending) -> ev.FileChanged | None:
         before = pending.before

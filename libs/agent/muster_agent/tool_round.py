@@ -21,7 +21,7 @@ from muster_contracts import events as ev
 from muster_agent import session_store as store
 from muster_agent.file_changes import ChangeRecorder, record_unanswered
 from muster_agent.session_store import Item, SessionState
-from muster_agent.tools.registry import is_local_tool, run_local_tool
+from muster_agent.tools.registry import is_local_tool, local_tool_call
 from muster_agent.tools.schemas import DELEGATION_TOOL_NAMES, USER_TOOL_NAMES
 from muster_agent.tools.workspace import Workspace
 from muster_agent.waits import Gate, Passed, needs_gate, pass_gate
@@ -76,8 +76,7 @@ async def run_local_calls(
             current = await _record(deps, current, carry, changes)
             if current is None:
                 return None
-        pending = await changes.before(call)
-        outcome = await run_local_tool(workspace, call["name"], call["arguments"])
+        outcome, change = await changes.run(call, local_tool_call(workspace, call["name"], call["arguments"]))
         log.info(
             "tool_call_finished session=%s tool=%s success=%s",
             state.session_id,
@@ -85,7 +84,6 @@ async def run_local_calls(
             outcome.get("success"),
         )
         carry = [store.tool_message(call["id"], json.dumps(outcome))]
-        change = await changes.after(call, outcome, pending)
         if change is not None:
             carry.append(change)
     if carry and current is not None:

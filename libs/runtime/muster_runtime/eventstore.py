@@ -139,6 +139,90 @@ async def append(
     return batch.stored(stream_id, expected_version + 1, rows)
 
 
+WRITE_STAGED = "SELECT * FROM muster_append_all(" + ", ".join(f"${n}" for n in range(1, 16)) + ")"
+
+
+@dataclass(frozen=True)
+class StagedAppend:
+    """An append whose version the caller knows, written later with the decision's other
+    writes (`write_staged`)."""
+
+    stream_id: str
+    first_version: int
+    batch: _Batch
+
+
+@dataclass(frozen=True)
+class StagedCommand:
+    """A command for the outbox, written with the decision's other writes."""
+
+    topic: str
+    key: str
+    body: dict[str, Any]
+    claimed: bool
+    trace_context: str | None
+
+
+def stage(
+    stream_id: str, events: Sequence[DomainEvent], expected_version: int, metadata: dict[str, Any] | None
+) -> StagedAppend:
+    """The append, its ids, payloads, lineage and time fixed now (as `append` would)."""
+    return StagedAppend(stream_id, expected_version + 1, _Batch.of(events, metadata))
+
+
+async def write_staged(
+    conn: Connection, appends: Sequence[StagedAppend], commands: Sequence[StagedCommand]
+) -> None:
+    """Every staged append and command in one round trip (migration 0014): the events, one
+    outbox row per append and per command, one projector pass over all the new events.
+    Raises ConcurrencyError when a version is taken; nothing is written then."""
+    events = [(i, a, k) for i, a in enumerate(appends) for k in range(len(a.batch.events))]
+    claimed = appends[0].batch.claimed if appends else commands[0].claimed
+    try:
+        rows = await conn.fetch(
+            WRITE_STAGED,
+            [i for i, _, _ in events],
+            [a.stream_id for _, a, _ in events],
+            [a.first_version + k for _, a, k in events],
+            [a.batch.event_ids[k] for _, a, k in events],
+            [a.batch.events[k].type for _, a, k in events],
+            [a.batch.events[k].schema_version for _, a, k in events],
+            [a.batch.payloads[k] for _, a, k in events],
+            [a.batch.metadata for _, a, _ in events],
+            [a.batch.recorded_at for _, a, _ in events],
+            topics.EVENTS,
+            claimed,
+            [c.topic for c in commands],
+            [c.key for c in commands],
+            [c.body for c in commands],
+            [c.trace_context for c in commands],
+        )
+    except UniqueViolation as exc:
+        if "events_stream_version_key" in str(exc.constraint_name or exc):
+            streams = ", ".join(sorted({a.stream_id for a in appends}))
+            raise ConcurrencyError(f"a stream of {streams} moved past its expected version") from exc
+        raise
+    by_append: dict[int, list[Any]] = {}
+    queued: dict[str, int] = {}
+    for row in rows:
+        if row["command_id"] is None:
+            by_append.setdefault(row["append_index"], []).append(row)
+        else:
+            queued[row["command_id"]] = row["outbox_id"]
+    for i, append in enumerate(appends):
+        append.batch.stored(append.stream_id, append.first_version, by_append[i])
+    for command in commands:
+        dispatch.collect(
+            dispatch.Outgoing(
+                queued[str(command.body["message_id"])],
+                command.topic,
+                command.key.encode(),
+                (json.dumps(command.body).encode(),),
+                tracing.headers(command.trace_context),
+            )
+        )
+
+
 @dataclass(frozen=True)
 class Recorded:
     """What `record_if_current` found: `outcome` is "current" (appended after

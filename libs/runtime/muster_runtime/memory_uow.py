@@ -95,6 +95,16 @@ class InMemoryUnitOfWork(AbstractUnitOfWork):
         *,
         expected_version: int | None,
         metadata: dict[str, Any] | None = None,
+    ) -> None:
+        self._append(stream_id, events, expected_version=expected_version, metadata=metadata)
+
+    def _append(
+        self,
+        stream_id: str,
+        events: Sequence[ev.DomainEvent],
+        *,
+        expected_version: int | None,
+        metadata: dict[str, Any] | None = None,
     ) -> list[StoredEvent]:
         stream = self._work.streams.setdefault(stream_id, [])
         if expected_version is None:
@@ -133,7 +143,7 @@ class InMemoryUnitOfWork(AbstractUnitOfWork):
             return Recorded("moved", row["version"], row["phase"], [])
         await self.store_blobs(blobs or {})
         base, phase = row["version"], row["phase"]
-        stored = await self.append(str(session_id), events, expected_version=base)
+        stored = self._append(str(session_id), events, expected_version=base)
         return Recorded("current", base, phase, stored)
 
     async def store_blobs(self, blobs: Mapping[str, str]) -> None:

@@ -14,7 +14,7 @@ from muster_contracts.envelope import Envelope
 
 from muster_runtime import dispatch, lineage, retrying, tracing
 from muster_runtime.db import Connection, Pool
-from muster_runtime.eventstore import recorded_event
+from muster_runtime.eventstore import StagedCommand, recorded_event
 
 log = logging.getLogger("muster.outbox")
 
@@ -39,14 +39,20 @@ Record = tuple[str, bytes, bytes, tracing.Headers | None]
 Publish = Callable[[list[Record]], Awaitable[None]]
 
 
-async def enqueue(conn: Connection, topic: str, key: str, message: Envelope) -> None:
-    """Write a command to the outbox inside the caller's transaction; a collecting unit of
-    work publishes it right after commit, else the relay does after its grace period. Its
-    correlation and causation ids are filled here, and the current trace context is kept
-    with the row, so whoever publishes it sends the same headers."""
+def command(topic: str, key: str, message: Envelope) -> StagedCommand:
+    """A command's outbox row, written with the decision (`eventstore.write_staged`); a
+    collecting unit of work publishes it right after commit, else the relay does after its
+    grace period. Its correlation and causation ids are filled now, and the current trace
+    context is kept with the row, so whoever publishes it sends the same headers."""
     body = lineage.fill(message.model_dump(mode="json"))
-    claimed = dispatch.claiming()
-    context = tracing.traceparent()
+    return StagedCommand(topic, key, body, dispatch.claiming(), tracing.traceparent())
+
+
+async def enqueue(conn: Connection, topic: str, key: str, message: Envelope) -> None:
+    """Write a command to the outbox inside the caller's transaction, at once (see
+    `command`)."""
+    staged = command(topic, key, message)
+    body, claimed, context = staged.body, staged.claimed, staged.trace_context
     outbox_id = await conn.fetchval(
         """INSERT INTO outbox (topic, key, payload, claimed, trace_context)
            VALUES ($1, $2, $3, $4, $5) RETURNING id""",

@@ -4,10 +4,16 @@ The transaction starts with the first statement that needs it, so a decision mad
 `append_if_current` is a single round trip in an implicit transaction, and a read made
 before any lock (`session_state`) costs no BEGIN. Reads that decide under a lock run in the
 transaction once it has started.
+
+Appends whose version the caller names and commands are staged, then written together in
+one round trip right before the decision's next statement or at commit (ADR 0021): every
+read still sees the decision's own writes, and a delegation's dozen appends and commands
+cost one statement instead of one each.
 """
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Mapping, Sequence
 from datetime import datetime
 from typing import Any
@@ -37,22 +43,33 @@ class PostgresUnitOfWork(AbstractUnitOfWork):
         self._transaction: Any = None
         self._collecting: Any = None
         self._outgoing: list[dispatch.Outgoing] = []
+        self._appends: list[eventstore.StagedAppend] = []
+        self._commands: list[eventstore.StagedCommand] = []
 
     async def connection(self) -> Connection:
         """The transaction's connection (started on first use), for queries that are
-        PostgreSQL's own (recovery's scans, the gateway's reads)."""
+        PostgreSQL's own (recovery's scans, the gateway's reads); staged writes go first."""
         assert self._held is not None, "use the unit of work inside `async with`"
         if self._transaction is None:
             self._transaction = self._held.transaction()
             await self._transaction.start()
         conn: Connection = self._held
+        await self._write_staged(conn)
         return conn
 
-    def _reader(self) -> Connection:
+    async def _reader(self) -> Connection:
         """The transaction if one runs, else the connection on its own: one statement."""
         assert self._held is not None, "use the unit of work inside `async with`"
+        if self._appends or self._commands:
+            return await self.connection()
         conn: Connection = self._held
         return conn
+
+    async def _write_staged(self, conn: Connection) -> None:
+        if self._appends or self._commands:
+            appends, commands = self._appends, self._commands
+            self._appends, self._commands = [], []
+            await eventstore.write_staged(conn, appends, commands)
 
     async def _begin(self) -> None:
         self._held = await self._pool.acquire()
@@ -61,8 +78,16 @@ class PostgresUnitOfWork(AbstractUnitOfWork):
 
     async def _commit(self) -> None:
         try:
+            if self._appends or self._commands:
+                await self.connection()  # writes them
             if self._transaction is not None:
                 await self._transaction.commit()
+        except BaseException:
+            # The staged writes failed (a taken version): nothing of the decision remains.
+            if self._transaction is not None:
+                with contextlib.suppress(asyncpg.InterfaceError):  # already ended
+                    await self._transaction.rollback()
+            raise
         finally:
             await self._close()
         dispatcher = dispatch.installed()
@@ -77,6 +102,7 @@ class PostgresUnitOfWork(AbstractUnitOfWork):
             await self._close()
 
     async def _close(self) -> None:
+        self._appends, self._commands = [], []
         self._collecting.__exit__(None, None, None)
         held, self._held, self._transaction = self._held, None, None
         await self._pool.release(held)
@@ -88,10 +114,11 @@ class PostgresUnitOfWork(AbstractUnitOfWork):
         *,
         expected_version: int | None,
         metadata: dict[str, Any] | None = None,
-    ) -> list[StoredEvent]:
-        return await eventstore.append(
-            await self.connection(), stream_id, events, expected_version=expected_version, metadata=metadata
-        )
+    ) -> None:
+        if expected_version is None:
+            await eventstore.append(await self.connection(), stream_id, events, metadata=metadata)
+        elif events:
+            self._appends.append(eventstore.stage(stream_id, events, expected_version, metadata))
 
     async def append_if_current(
         self,
@@ -104,7 +131,7 @@ class PostgresUnitOfWork(AbstractUnitOfWork):
     ) -> eventstore.Recorded:
         # Outside a transaction this is the whole decision, committed by the one statement.
         return await eventstore.record_if_current(
-            self._reader(), session_id, expected_count, events, blobs=dict(blobs or {}), ungated=ungated
+            await self._reader(), session_id, expected_count, events, blobs=dict(blobs or {}), ungated=ungated
         )
 
     async def store_blobs(self, blobs: Mapping[str, str]) -> None:
@@ -116,7 +143,7 @@ class PostgresUnitOfWork(AbstractUnitOfWork):
         await (await self.connection()).execute(STORE_BLOBS, digests, contents, sizes)
 
     async def send(self, topic: str, key: str, message: Envelope) -> None:
-        await outbox.enqueue(await self.connection(), topic, key, message)
+        self._commands.append(outbox.command(topic, key, message))
 
     async def first_delivery(self, consumer: str, message_id: str) -> bool:
         return await tracking.first_delivery(await self.connection(), consumer, message_id)
@@ -139,16 +166,16 @@ class PostgresUnitOfWork(AbstractUnitOfWork):
         return dict(row) if row is not None else None
 
     async def session_state(self, session_id: UUID) -> SessionSnapshot | None:
-        return snapshot(await self._reader().fetchrow(LOAD_STATE, session_id))
+        return snapshot(await (await self._reader()).fetchrow(LOAD_STATE, session_id))
 
     async def read_stream(self, stream_id: str) -> list[StoredEvent]:
-        return await eventstore.read_stream(self._reader(), stream_id)
+        return await eventstore.read_stream(await self._reader(), stream_id)
 
     async def current_version(self, stream_id: str) -> int:
-        return await eventstore.current_version(self._reader(), stream_id)
+        return await eventstore.current_version(await self._reader(), stream_id)
 
     async def next_queued_input(self, session_id: UUID) -> Row | None:
-        row = await self._reader().fetchrow(
+        row = await (await self._reader()).fetchrow(
             """SELECT message_id, content FROM session_inputs
                WHERE session_id = $1 AND state = 'QUEUED' ORDER BY position LIMIT 1""",
             session_id,
@@ -156,7 +183,7 @@ class PostgresUnitOfWork(AbstractUnitOfWork):
         return dict(row) if row is not None else None
 
     async def tool_result(self, session_id: UUID, tool_call_id: str) -> str | None:
-        content: str | None = await self._reader().fetchval(
+        content: str | None = await (await self._reader()).fetchval(
             """SELECT content FROM messages WHERE session_id = $1 AND tool_call_id = $2 AND role = 'TOOL'
                ORDER BY seq DESC LIMIT 1""",
             session_id,
@@ -165,24 +192,24 @@ class PostgresUnitOfWork(AbstractUnitOfWork):
         return content
 
     async def message_usages(self, session_id: UUID) -> dict[UUID, dict[str, Any]]:
-        rows = await self._reader().fetch(
+        rows = await (await self._reader()).fetch(
             "SELECT message_id, usage FROM messages WHERE session_id = $1 AND usage IS NOT NULL", session_id
         )
         return {r["message_id"]: r["usage"] for r in rows}
 
     async def execution(self, execution_id: UUID, *, lock: bool = False) -> Row | None:
         query = "SELECT * FROM executions WHERE execution_id = $1" + (" FOR UPDATE" if lock else "")
-        conn = await self.connection() if lock else self._reader()
+        conn = await self.connection() if lock else await self._reader()
         row = await conn.fetchrow(query, execution_id)
         return dict(row) if row is not None else None
 
     async def open_execution_of(self, child_session_id: UUID) -> Row | None:
-        row = await self._reader().fetchrow(OPEN_EXECUTION_OF, child_session_id, list(OPEN_STATUSES))
+        row = await (await self._reader()).fetchrow(OPEN_EXECUTION_OF, child_session_id, list(OPEN_STATUSES))
         return dict(row) if row is not None else None
 
     async def executions_of(self, parent_session_id: UUID, *, open_only: bool = False) -> list[Row]:
         statuses = list(OPEN_STATUSES) if open_only else None
-        rows = await self._reader().fetch(
+        rows = await (await self._reader()).fetch(
             """SELECT * FROM executions WHERE parent_session_id = $1
                AND ($2::text[] IS NULL OR status = ANY($2::text[])) ORDER BY started_at""",
             parent_session_id,
@@ -191,24 +218,24 @@ class PostgresUnitOfWork(AbstractUnitOfWork):
         return [dict(r) for r in rows]
 
     async def undelivered_executions(self, parent_session_id: UUID, *, lock: bool = True) -> list[Row]:
-        conn = await self.connection() if lock else self._reader()
+        conn = await self.connection() if lock else await self._reader()
         rows = await conn.fetch(UNDELIVERED + (" FOR UPDATE" if lock else ""), parent_session_id)
         return [dict(r) for r in rows]
 
     async def runs_of(self, child_session_id: UUID) -> list[Row]:
-        rows = await self._reader().fetch(
+        rows = await (await self._reader()).fetch(
             "SELECT * FROM executions WHERE child_session_id = $1 ORDER BY round", child_session_id
         )
         return [dict(r) for r in rows]
 
     async def wait(self, wait_id: UUID, *, lock: bool = False) -> Row | None:
         query = "SELECT * FROM session_waits WHERE wait_id = $1" + (" FOR UPDATE" if lock else "")
-        conn = await self.connection() if lock else self._reader()
+        conn = await self.connection() if lock else await self._reader()
         row = await conn.fetchrow(query, wait_id)
         return dict(row) if row is not None else None
 
     async def call_wait(self, session_id: UUID, tool_call_id: str) -> Row | None:
-        row = await self._reader().fetchrow(
+        row = await (await self._reader()).fetchrow(
             """SELECT * FROM session_waits WHERE session_id = $1 AND tool_call_id = $2
                ORDER BY position DESC LIMIT 1""",
             session_id,
@@ -217,14 +244,14 @@ class PostgresUnitOfWork(AbstractUnitOfWork):
         return dict(row) if row is not None else None
 
     async def pending_waits(self, session_id: UUID) -> list[Row]:
-        rows = await self._reader().fetch(
+        rows = await (await self._reader()).fetch(
             "SELECT * FROM session_waits WHERE session_id = $1 AND status = 'pending' ORDER BY position",
             session_id,
         )
         return [dict(r) for r in rows]
 
     async def lease_live(self, resource_id: str, now: datetime) -> bool | None:
-        live: bool | None = await self._reader().fetchval(
+        live: bool | None = await (await self._reader()).fetchval(
             "SELECT expires_at > $2::timestamptz FROM leases WHERE resource_id = $1", resource_id, now
         )
         return live

@@ -89,9 +89,11 @@ class AbstractUnitOfWork(abc.ABC):
         *,
         expected_version: int | None,
         metadata: dict[str, Any] | None = None,
-    ) -> list[StoredEvent]:
+    ) -> None:
         """Append after `expected_version` (None: after the current one, for writers that
-        hold the stream's lock); a taken version raises `eventstore.ConcurrencyError`."""
+        hold the stream's lock); a taken version raises `eventstore.ConcurrencyError`, at
+        once or, as the append may be written with the decision's next statement, there or
+        at commit. Either way nothing of the decision remains."""
 
     @abc.abstractmethod
     async def append_if_current(

@@ -23,7 +23,7 @@ from muster_runtime.db import Pool, create_pool
 from muster_runtime.dispatch import Dispatcher
 from muster_runtime.kafka import consumer_options, publisher, start_producer
 from muster_runtime.outbox import OutboxRelay
-from muster_runtime.service import make_broker
+from muster_runtime.service import make_broker, the_message
 from muster_runtime.settings import Settings
 
 from muster_gateway import rest, rest_sessions, rest_waits, streams, ws
@@ -51,6 +51,7 @@ def build_broker(
         topics.EVENTS,
         group_id=f"gateway-{settings.instance_id}",
         ack_policy=AckPolicy.ACK,
+        decoder=the_message,
         title=LIVE_EVENTS,
         description="Doorbell for WebSocket subscribers: each record (keyed by its stream id) "
         "names a stream that moved; the gateway then reads the new events from the event store.",

@@ -44,6 +44,7 @@ def run() -> None:
         log_config=None,  # keep logs.configure's single-line format
         access_log=False,
         ws_max_size=TRANSPORT_MAX_BYTES,
+        ws_per_message_deflate=settings.ws_compression,
         timeout_graceful_shutdown=GRACE_S,
     )
     log.info(

@@ -9,7 +9,7 @@ from uuid import uuid4
 from muster_agent.file_changes import ChangeRecorder, Pending
 from muster_agent.file_snapshots import sha256, take_snapshot, unified_diff
 from muster_agent.session_store import SessionState
-from muster_agent.tools.registry import run_local_tool
+from muster_agent.tools.registry import local_tool_call
 from muster_agent.tools.workspace import Workspace
 
 
@@ -28,9 +28,8 @@ def recorder(tmp_path: Path) -> ChangeRecorder:
 
 async def run(rec: ChangeRecorder, name: str, **arguments: object) -> object:
     call = {"id": f"call_{name}", "name": name, "arguments": arguments}
-    pending = await rec.before(call)
-    outcome = await run_local_tool(rec.workspace, name, arguments)
-    return await rec.after(call, outcome, pending)
+    _, change = await rec.run(call, local_tool_call(rec.workspace, name, arguments))
+    return change
 
 
 def test_diff_counts_lines_and_marks_a_missing_final_newline() -> None:
@@ -116,4 +115,4 @@ async def test_a_megabyte_file_keeps_the_event_small(tmp_path: Path) -> None:
     assert change is not None and (change.lines_added, change.lines_deleted) == (1, 1)
     assert len(json.dumps(change.payload())) < 1024
     assert change.diff_sha256 is not None and len(rec.blobs[change.diff_sha256]) < 1500
-    assert isinstance(await rec.before({"id": "c", "name": "write_file", "arguments": {"path": "big.txt"}}), Pending)
+    assert isinstance(rec.before({"id": "c", "name": "write_file", "arguments": {"path": "big.txt"}}), Pending)

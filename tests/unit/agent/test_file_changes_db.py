@@ -11,6 +11,7 @@ import pytest
 from muster_agent import session_store as store
 from muster_agent import tool_round
 from muster_agent.agents import AgentRegistry
+from muster_agent.file_changes import ChangeRecorder
 from muster_agent.file_snapshots import sha256
 from muster_contracts import events as ev
 from muster_runtime import eventstore
@@ -73,7 +74,7 @@ async def test_a_change_is_kept_when_the_session_stopped_while_the_tool_ran(
     pool: Pool, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     sid = await running_session(pool)
-    real = tool_round.run_local_tool
+    real = ChangeRecorder.run
 
     async def cancelled_meanwhile(*args: Any) -> Any:
         outcome = await real(*args)
@@ -82,7 +83,7 @@ async def test_a_change_is_kept_when_the_session_stopped_while_the_tool_ran(
             await uow.append(str(sid), [ev.SessionPhaseChanged(phase="CANCELLED")], expected_version=None)
         return outcome
 
-    monkeypatch.setattr(tool_round, "run_local_tool", cancelled_meanwhile)
+    monkeypatch.setattr(ChangeRecorder, "run", cancelled_meanwhile)
     ok, message_id = await run_round(pool, sid, tmp_path, [
         {"id": "w", "name": "write_file", "arguments": {"path": "late.txt", "content": "late\n"}},
         {"id": "x", "name": "write_file", "arguments": {"path": "never.txt", "content": "no\n"}},

@@ -5,6 +5,7 @@ answer closes the run without the model, RESUMING turns back into RUNNING."""
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 from uuid import UUID, uuid4
@@ -74,16 +75,16 @@ async def test_a_round_cut_by_a_crash_is_discarded_and_no_tool_runs_twice(
 ) -> None:
     """Acceptance 4: the process dies while the second of three file tools runs."""
     sid = await session_with(pool, SCRIPT)
-    real = tool_round.run_local_tool
+    real = tool_round.local_tool_call
     ran: list[str] = []
 
-    async def dies_on_b(workspace: Any, name: str, arguments: dict[str, Any]) -> dict[str, Any]:
+    def dies_on_b(workspace: Any, name: str, arguments: dict[str, Any]) -> Callable[[], dict[str, Any]]:
         ran.append(arguments["path"])
         if arguments["path"] == "b.txt" and ran.count("b.txt") == 1:
             raise Crash
-        return await real(workspace, name, arguments)
+        return real(workspace, name, arguments)
 
-    monkeypatch.setattr(tool_round, "run_local_tool", dies_on_b)
+    monkeypatch.setattr(tool_round, "local_tool_call", dies_on_b)
     model = CountingModel()
     with pytest.raises(Crash):
         await run_until_idle(deps(pool, tmp_path, model), sid)

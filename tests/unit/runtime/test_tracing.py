@@ -101,8 +101,10 @@ async def test_what_a_handler_writes_carries_its_lineage_and_trace(spans: InMemo
     cause = ProcessSession(session_id=uuid4(), correlation_id=uuid4())
     with tracing.span("process ProcessSession"), lineage.caused_by(lineage.of_message(cause)):
         async with store.uow() as uow:
-            stored = await uow.append(*created(), expected_version=0)
+            stream_id, events = created()
+            await uow.append(stream_id, events, expected_version=0)
             await uow.send("muster.delegations", "k", ProcessSession(session_id=uuid4()))
+            stored = await uow.read_stream(stream_id)
         context = tracing.traceparent()
     meta = stored[0].metadata
     assert meta["correlation_id"] == str(cause.correlation_id)
@@ -115,8 +117,10 @@ async def test_what_a_handler_writes_carries_its_lineage_and_trace(spans: InMemo
 async def test_a_message_without_cause_is_its_own_correlation_and_cause() -> None:
     store = MemoryStore()
     async with store.uow() as uow:
-        stored = await uow.append(*created(), expected_version=0)
+        stream_id, events = created()
+        await uow.append(stream_id, events, expected_version=0)
         await uow.send("muster.commands", "k", ProcessSession(session_id=uuid4()))
+        stored = await uow.read_stream(stream_id)
     assert stored[0].metadata["correlation_id"] == stored[0].metadata["causation_id"] == str(stored[0].event_id)
     (_, _, sent), = store.sent
     assert sent.correlation_id == sent.causation_id == sent.message_id

@@ -142,3 +142,22 @@ async def test_an_ungated_append_answers_gated_when_the_session_asks_or_runs_loc
         anyway = await uow.append_if_current(sid, 1, [message(2)])
     assert (gated.outcome, gated.stored) == ("gated", [])
     assert anyway.outcome == "current"
+
+
+async def test_a_decision_reads_its_own_appends_across_streams_before_commit(work: Harness) -> None:
+    sid = await new_session(work)
+    child = uuid4()
+    async with work.uow() as uow:
+        row = await uow.lock_session(sid)
+        assert row is not None
+        await uow.append(str(child), [created(child), message(1)], expected_version=0)
+        await uow.append(str(sid), [message(1)], expected_version=row["version"])
+        await uow.send("muster.commands", str(child), ProcessSession(session_id=child))
+        mine = await uow.lock_session(child)  # the next statement sees what was appended
+        assert mine is not None and mine["message_count"] == 1 and mine["version"] == 2
+        assert [s.stream_version for s in await uow.read_stream(str(sid))] == [1, 2]
+        await uow.append(str(sid), [message(2)], expected_version=2)  # after the flush, again
+    async with work.uow() as uow:
+        parent = await uow.lock_session(sid)
+    assert parent is not None and parent["message_count"] == 2 and parent["version"] == 3
+    assert len(work.sent()) == 1

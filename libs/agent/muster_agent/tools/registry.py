@@ -6,6 +6,7 @@ instead of a Python TypeError.
 from __future__ import annotations
 
 import asyncio
+import functools
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -46,13 +47,19 @@ def validate_arguments(name: str, arguments: Any) -> dict[str, Any] | str:
     return parsed if isinstance(parsed, str) else parsed.model_dump()
 
 
+def local_tool_call(workspace: Workspace, name: str, arguments: Any) -> Callable[[], Result]:
+    """One local tool call, validated, as a blocking function to run in a worker thread;
+    it always returns a result dict and never raises for bad input."""
+    kwargs = validate_arguments(name, arguments)
+    if isinstance(kwargs, str):
+        return functools.partial(error, kwargs)
+    return functools.partial(_TOOLS[name].fn, workspace, **kwargs)
+
+
 async def run_local_tool(workspace: Workspace, name: str, arguments: dict[str, Any]) -> Result:
     """Run one local tool; always returns a result dict, never raises for bad input.
     The file work runs in a thread so a large read or write never stalls the event loop."""
-    kwargs = validate_arguments(name, arguments)
-    if isinstance(kwargs, str):
-        return error(kwargs)
-    return await asyncio.to_thread(_TOOLS[name].fn, workspace, **kwargs)
+    return await asyncio.to_thread(local_tool_call(workspace, name, arguments))
 
 
 def is_local_tool(name: str) -> bool:
