@@ -11,6 +11,7 @@ import asyncio
 from collections.abc import Awaitable, Callable
 from typing import Any, TypeAlias
 
+import orjson
 from aiokafka.structs import ConsumerRecord
 
 Record: TypeAlias = "ConsumerRecord[bytes, bytes]"
@@ -20,6 +21,19 @@ Record: TypeAlias = "ConsumerRecord[bytes, bytes]"
 # often an idle consumer re-decides its fetch wait (FastStream's own consumer would also
 # sleep this long after every empty poll).
 BATCH_OPTIONS: dict[str, Any] = {"batch": True, "max_records": 500, "batch_timeout_ms": 200}
+
+
+def peek_event(raw: bytes) -> tuple[str, dict[str, Any]] | None:
+    """The type and payload of a `muster.events` record, read without validating it (a
+    consumer that ignores most events filters them with this); None when it is not one."""
+    try:
+        record = orjson.loads(raw)
+        event_type, payload = record["type"], record.get("payload") or {}
+    except (orjson.JSONDecodeError, KeyError, TypeError, AttributeError):
+        return None
+    if not isinstance(event_type, str) or not isinstance(payload, dict):
+        return None
+    return event_type, payload
 
 
 def records_of(raw_message: Any) -> list[Record]:

@@ -19,15 +19,20 @@ UniqueViolation = asyncpg.UniqueViolationError
 _LONG_NUMBER = re.compile(r"\d{19}")
 
 
-def encode_json(value: Any) -> str:
-    """JSON text for a json/jsonb parameter: orjson, or `json` for what orjson refuses
-    (integers beyond 64 bits, unknown types), so nothing that encoded before fails now.
-    The text is compact UTF-8 where `json.dumps` spaced and escaped; the value is the same
-    (jsonb stores it normalised anyway). NaN/Infinity, which PostgreSQL rejects, become null."""
+def json_bytes(value: Any) -> bytes:
+    """Compact UTF-8 JSON: orjson, or `json` for what orjson refuses (integers beyond 64
+    bits, unknown types), so nothing that encoded before fails now. The text is compact
+    UTF-8 where `json.dumps` spaced and escaped; the value is the same. NaN/Infinity, which
+    PostgreSQL rejects, become null. For Kafka records and WebSocket frames too."""
     try:
-        return orjson.dumps(value, option=orjson.OPT_NON_STR_KEYS).decode()
+        return orjson.dumps(value, option=orjson.OPT_NON_STR_KEYS)
     except TypeError:
-        return json.dumps(value)
+        return json.dumps(value).encode()
+
+
+def encode_json(value: Any) -> str:
+    """JSON text for a json/jsonb parameter (`json_bytes`; jsonb stores it normalised)."""
+    return json_bytes(value).decode()
 
 
 def decode_json(text: str) -> Any:

@@ -3,7 +3,6 @@ the outbox, all inside the caller's transaction (one transaction per decision)."
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -14,7 +13,7 @@ from muster_contracts.events import DomainEvent
 from muster_contracts.upcasting import load_event
 
 from muster_runtime import dispatch, lineage, topics, tracing
-from muster_runtime.db import Connection, UniqueViolation
+from muster_runtime.db import Connection, UniqueViolation, json_bytes
 
 
 class ConcurrencyError(Exception):
@@ -217,7 +216,7 @@ async def write_staged(
                 queued[str(command.body["message_id"])],
                 command.topic,
                 command.key.encode(),
-                (json.dumps(command.body).encode(),),
+                (json_bytes(command.body),),
                 tracing.headers(command.trace_context),
             )
         )
@@ -296,7 +295,7 @@ def recorded_event(
 
 
 def published_value(stored: StoredEvent, payload: dict[str, Any]) -> bytes:
-    return json.dumps(
+    return json_bytes(
         recorded_event(
             event_id=stored.event_id,
             position=stored.position,
@@ -308,7 +307,7 @@ def published_value(stored: StoredEvent, payload: dict[str, Any]) -> bytes:
             metadata=stored.metadata,
             recorded_at=stored.recorded_at,
         )
-    ).encode()
+    )
 
 
 def _row_to_stored(row: Any) -> StoredEvent:

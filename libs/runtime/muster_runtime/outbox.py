@@ -4,7 +4,6 @@ published by `OutboxRelay`, so a crash between commit and publish loses nothing.
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
 from collections.abc import Awaitable, Callable
 from typing import Any
@@ -13,7 +12,7 @@ import asyncpg
 from muster_contracts.envelope import Envelope
 
 from muster_runtime import dispatch, lineage, retrying, tracing
-from muster_runtime.db import Connection, Pool
+from muster_runtime.db import Connection, Pool, json_bytes
 from muster_runtime.eventstore import StagedCommand, recorded_event
 
 log = logging.getLogger("muster.outbox")
@@ -66,7 +65,7 @@ async def enqueue(conn: Connection, topic: str, key: str, message: Envelope) -> 
         await conn.execute("SELECT pg_notify($1, '')", NOTIFY_CHANNEL)
     dispatch.collect(
         dispatch.Outgoing(
-            outbox_id, topic, key.encode(), (json.dumps(body).encode(),), tracing.headers(context)
+            outbox_id, topic, key.encode(), (json_bytes(body),), tracing.headers(context)
         )
     )
 
@@ -187,7 +186,7 @@ class OutboxRelay:
                     body = _event_message(row)
                     context = row["metadata"].get(tracing.TRACEPARENT)
                 batch.append(
-                    (row["topic"], row["key"].encode(), json.dumps(body).encode(), tracing.headers(context))
+                    (row["topic"], row["key"].encode(), json_bytes(body), tracing.headers(context))
                 )
             await self._publish(batch)
             ids = sorted({r["id"] for r in rows})

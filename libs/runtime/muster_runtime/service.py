@@ -136,10 +136,12 @@ def subscribe_batch(
     title: str,
     description: str,
     fetch_max_wait_ms: int | None = None,
+    concerns: Callable[[bytes], bool] | None = None,
 ) -> Any:
     """A batch subscriber on `edge.topic`: one offset commit per batch, records of one key
     in order, poison to the dead-letter topic (see `Edge`). `fetch_max_wait_ms` overrides
-    the configured wait for a subscriber whose latency does not matter."""
+    the configured wait for a subscriber whose latency does not matter; a record for which
+    `concerns` says False is acknowledged without being validated or handled."""
     _RECEIVED.setdefault(broker, {})[title] = adapter
     options = consumer_options(settings)
     if fetch_max_wait_ms is not None:
@@ -156,8 +158,11 @@ def subscribe_batch(
         **options,
     )
     async def consume(msg: KafkaMessage) -> None:
+        records = records_of(msg.raw_message)
+        if concerns is not None:
+            records = [record for record in records if record.value is None or concerns(record.value)]
         await per_key(
-            records_of(msg.raw_message),
+            records,
             lambda record: edge.handle(
                 record.value,
                 record.key,

@@ -13,6 +13,7 @@ from faststream import FastStream
 from faststream.kafka import KafkaBroker
 from muster_contracts.published import RecordedEvent
 from muster_runtime import topics, tracing
+from muster_runtime.consuming import peek_event
 from muster_runtime.db import Pool
 from muster_runtime.edge import Edge
 from muster_runtime.service import Resources, make_broker, resources, subscribe_batch
@@ -65,6 +66,16 @@ async def reconcile_forever(pool: Pool, settings: Settings) -> None:
         await asyncio.sleep(settings.reconcile_interval_s)
 
 
+def concerns(raw: bytes) -> bool:
+    """Most events need nothing from recovery: those are acknowledged unvalidated (a record
+    that is not an event is validated, and dead-lettered, as before)."""
+    peeked = peek_event(raw)
+    if peeked is None:
+        return True
+    event_type, payload = peeked
+    return handlers.reacts_to(event_type, payload) or tree_status.reacts_to(event_type)
+
+
 def build(settings: Settings) -> Recovery:
     broker = make_broker(settings, "recovery")
     edge = Edge("recovery", topics.EVENTS)
@@ -95,6 +106,7 @@ def build(settings: Settings) -> Recovery:
         # A backstop (the last child's worker settles the barrier, ADR 0011): polling the
         # broker every few ms for it would cost CPU on every turn for nothing.
         fetch_max_wait_ms=settings.recovery_fetch_max_wait_ms,
+        concerns=concerns,
     )
     recovery = Recovery(settings=settings, broker=broker, app=FastStream(broker, lifespan=lifespan))
     return recovery

@@ -5,6 +5,7 @@ finds nothing left to do."""
 from __future__ import annotations
 
 import logging
+from typing import Any
 from uuid import UUID
 
 from muster_agent.barrier import has_undelivered, settle
@@ -14,6 +15,15 @@ from muster_runtime.unit_of_work import OPEN_STATUSES, UnitOfWorkFactory
 from muster_recovery.cascade import cancel_children
 
 log = logging.getLogger("muster.recovery")
+
+
+def reacts_to(event_type: str, payload: dict[str, Any]) -> bool:
+    """Whether `on_event` does anything with an event of this type and payload."""
+    if event_type == "SessionPhaseChanged":
+        return payload.get("phase") == "CANCELLED"
+    if event_type == "MessageRecorded":
+        return payload.get("role") == "TOOL"
+    return event_type == "ExecutionFinished"
 
 
 async def on_event(event: RecordedEvent, uows: UnitOfWorkFactory) -> None:

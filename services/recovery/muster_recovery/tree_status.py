@@ -45,8 +45,12 @@ WHERE s.session_id = $1 AND s.root_session_id = s.session_id AND NOT s.deleted
 """
 
 
+def reacts_to(event_type: str) -> bool:
+    return event_type in TRIGGERS or event_type in WAIT_TRIGGERS
+
+
 async def on_event(event: RecordedEvent, pool: Pool) -> None:
-    if event.type not in TRIGGERS and event.type not in WAIT_TRIGGERS:
+    if not reacts_to(event.type):
         return
     row = await pool.fetchrow(
         "SELECT session_type, parent_session_id, root_session_id FROM sessions WHERE session_id = $1",

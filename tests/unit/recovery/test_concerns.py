@@ -1,0 +1,51 @@
+"""Recovery acknowledges the events it has nothing to do with without validating them, and
+never skips one its handlers or the tree signals react to."""
+
+from __future__ import annotations
+
+from typing import Any
+from uuid import uuid4
+
+import orjson
+import pytest
+from muster_recovery.bootstrap import concerns
+from muster_runtime.consuming import peek_event
+
+
+def record(event_type: str, **payload: Any) -> bytes:
+    return orjson.dumps({
+        "kind": "event", "event_id": str(uuid4()), "position": 7, "stream_id": str(uuid4()),
+        "stream_version": 2, "type": event_type, "schema_version": 1, "payload": payload,
+        "metadata": {}, "recorded_at": "2026-12-03T10:00:00+00:00",
+    })
+
+
+@pytest.mark.parametrize("raw", [
+    record("ExecutionFinished", status="COMPLETED"),
+    record("SessionPhaseChanged", phase="CANCELLED"),
+    record("SessionPhaseChanged", phase="COMPLETED"),  # a tree signal may move
+    record("MessageRecorded", role="TOOL", content="{}"),
+    record("SessionRead"),
+    record("SessionPromoted", previous_root_session_id=str(uuid4())),
+    record("ApprovalRequested"),
+    record("QuestionResolved"),
+])
+def test_what_recovery_reacts_to_is_handled(raw: bytes) -> None:
+    assert concerns(raw)
+
+
+@pytest.mark.parametrize("raw", [
+    record("MessageRecorded", role="ASSISTANT", content="hi"),
+    record("ToolCallStarted", tool_call_id="c"),
+    record("ExecutionStatusChanged", status="RUNNING"),
+    record("FileChanged", path="a"),
+    record("SessionCreated"),
+])
+def test_what_it_ignores_is_acknowledged_unparsed(raw: bytes) -> None:
+    assert not concerns(raw)
+
+
+@pytest.mark.parametrize("raw", [b"not json", b"[1, 2]", b'{"type": 3}', b'{"payload": {}}', b'{"type": "X", "payload": 1}'])
+def test_a_record_that_is_not_an_event_goes_to_validation_and_the_dead_letters(raw: bytes) -> None:
+    assert peek_event(raw) is None
+    assert concerns(raw)
