@@ -38,8 +38,15 @@ async def finish_execution(
     answer = messages[-1] if started and turn_finished(messages) else None
     rounds, tool_calls, usage = await run_totals(uow, execution, messages, pending_usage)
     completed = phase.phase == "COMPLETED"
-    # Lock order everywhere: child session, parent session, then the execution.
+    # Lock order everywhere: child session, parent session, then the execution. Whether
+    # this is the round's last open child is read before anything is written, so the
+    # parent's lock is held for as few statements as possible.
     parent = await uow.lock_session(execution["parent_session_id"])
+    last = parent is not None and not [
+        e
+        for e in await uow.executions_of(parent["session_id"], open_only=True)
+        if e["execution_id"] != execution["execution_id"]
+    ]
     await uow.append(
         str(execution["execution_id"]),
         [
@@ -72,7 +79,7 @@ async def finish_execution(
             state.session_id,
             "COMPLETED" if completed else "FAILED",
         )
-    if parent is not None and not await uow.executions_of(parent["session_id"], open_only=True):
+    if parent is not None and last:
         # The last open child of the round: settle the barrier in this very transaction
         # (ADR 0011). Recovery still reacts to the finished execution and finds it done.
         await settle_locked(uow, parent)

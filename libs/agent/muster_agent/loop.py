@@ -241,9 +241,12 @@ async def _close_turn(
         row, found = await store.lock_if_current(uow, state.session_id, state.message_count)
         if row is None or found != store.Lock.CURRENT:
             return (StepOutcome.CONTINUE if found == store.Lock.MOVED else StepOutcome.IDLE), None
+        # Read before the close hook, which may lock the parent: its lock is held for as few
+        # statements as possible (siblings finishing at once queue behind it).
+        queued = await uow.next_queued_input(state.session_id)
         if deps.on_close is not None:
             await deps.on_close(uow, state, final, phase)
-        next_turn = await store.start_next_turn(uow, row, after=[*final, phase])
+        next_turn = await store.start_turn_with(uow, row, queued, after=[*final, phase])
     log.info("turn_finished session=%s phase=%s next_turn=%s", state.session_id, phase.phase, next_turn)
     # A next turn starts from a reload: its USER message was written by the gateway's input.
     return (StepOutcome.CONTINUE if next_turn else StepOutcome.IDLE), None

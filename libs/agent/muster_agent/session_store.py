@@ -162,8 +162,19 @@ async def start_next_turn(
     an error result first, so the history stays valid and nothing is re-run.
 
     `after` are events the caller appends first in the same transaction (a turn's end)."""
+    queued = await uow.next_queued_input(row["session_id"])
+    return await start_turn_with(uow, row, queued, after=after)
+
+
+async def start_turn_with(
+    uow: AbstractUnitOfWork,
+    row: Mapping[str, Any],
+    queued: Row | None,
+    *,
+    after: Sequence[ev.DomainEvent] = (),
+) -> bool:
+    """`start_next_turn` with the oldest queued input already read (under the same lock)."""
     session_id: UUID = row["session_id"]
-    queued = await uow.next_queued_input(session_id)
     events: list[ev.DomainEvent] = list(after)
     seq = row["message_count"] + sum(isinstance(e, ev.MessageRecorded) for e in after)
     if queued is not None:
