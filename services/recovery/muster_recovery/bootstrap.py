@@ -88,11 +88,13 @@ def build(settings: Settings) -> Recovery:
             held.spawn(reconcile_forever(held.pool, settings))
             yield
 
+    placements = tree_status.Placements()
+
     async def dispatch(event: RecordedEvent) -> None:
         assert recovery.held is not None
         await handlers.on_event(event, recovery.held.uow)
         # Any change that can move a tree's signals, wherever it is in the tree.
-        await tree_status.on_event(event, recovery.held.pool)
+        await tree_status.on_event(event, recovery.held.pool, placements)
 
     subscribe_batch(
         broker,

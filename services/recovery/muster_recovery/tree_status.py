@@ -11,6 +11,7 @@ recomputation sees the last state. The common case (nothing changed) takes no lo
 from __future__ import annotations
 
 import logging
+from collections import OrderedDict
 from typing import Any
 from uuid import UUID
 
@@ -20,6 +21,7 @@ from muster_contracts.session_events import SessionTreeStatusChanged
 from muster_runtime import eventstore, retrying
 from muster_runtime.db import Pool
 from muster_runtime.postgres_uow import PostgresUnitOfWork
+from muster_runtime.unit_of_work import Row
 
 log = logging.getLogger("muster.recovery.tree")
 
@@ -49,13 +51,42 @@ def reacts_to(event_type: str) -> bool:
     return event_type in TRIGGERS or event_type in WAIT_TRIGGERS
 
 
-async def on_event(event: RecordedEvent, pool: Pool) -> None:
+class Placements:
+    """Where sessions sit in their trees, remembered only where it can never change: a
+    NORMAL session is a root for good, and a subagent whose parent is its root stays so (a
+    root is never moved; a promotion makes a side task a root, which only ever makes a
+    subagent's parent its root). Every other session is read each time."""
+
+    def __init__(self, size: int = 65_536) -> None:
+        self._size = size
+        self._known: OrderedDict[UUID, Row] = OrderedDict()
+
+    async def of(self, pool: Pool, session_id: UUID) -> Row | None:
+        row = self._known.get(session_id)
+        if row is not None:
+            self._known.move_to_end(session_id)
+            return row
+        found = await pool.fetchrow(
+            "SELECT session_type, parent_session_id, root_session_id FROM sessions WHERE session_id = $1",
+            session_id,
+        )
+        if found is None:
+            return None
+        row = dict(found)
+        fixed = (row["session_type"] == "NORMAL" and row["root_session_id"] == session_id) or (
+            row["session_type"] == "SUBAGENT" and row["parent_session_id"] == row["root_session_id"]
+        )
+        if fixed:
+            self._known[session_id] = row
+            if len(self._known) > self._size:
+                self._known.popitem(last=False)
+        return row
+
+
+async def on_event(event: RecordedEvent, pool: Pool, placements: Placements) -> None:
     if not reacts_to(event.type):
         return
-    row = await pool.fetchrow(
-        "SELECT session_type, parent_session_id, root_session_id FROM sessions WHERE session_id = $1",
-        UUID(event.stream_id),
-    )
+    row = await placements.of(pool, UUID(event.stream_id))
     roots: set[UUID] = set()
     if row is not None and event.type in WAIT_TRIGGERS:
         roots.add(row["root_session_id"])

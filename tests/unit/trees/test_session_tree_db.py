@@ -4,7 +4,7 @@ checked to rebuild from the events alone."""
 
 from __future__ import annotations
 
-from uuid import UUID
+from uuid import UUID, uuid4
 
 import pytest
 from muster_contracts import events as ev
@@ -236,3 +236,31 @@ async def test_pending_waits_count_anywhere_in_the_tree_and_a_lost_signal_is_rec
     await management.delete(pool, USER, str(task))  # a deleted session's waits are dropped with it
     assert await counts() == (1, 0)
     await rebuilds(pool)
+
+
+class CountingPool:
+    """The pool, counting the placement reads that reach the database."""
+
+    def __init__(self, pool: Pool) -> None:
+        self.pool, self.reads = pool, 0
+
+    async def fetchrow(self, query: str, *args: object) -> object:
+        self.reads += 1
+        return await self.pool.fetchrow(query, *args)
+
+
+async def test_placements_that_cannot_change_are_read_once_and_the_others_every_time(pool: Pool) -> None:
+    main = await main_session(pool)
+    task = await side(pool, main)
+    placed = {}
+    for name, parent in (("direct", main), ("under_task", task)):
+        child = uuid4()
+        await append(pool, child, ev.SessionCreated(session_id=child, user_id=USER, session_type="SUBAGENT",
+                                                    parent_session_id=parent, root_session_id=main))
+        placed[name] = child
+    placements, counting = tree_status.Placements(), CountingPool(pool)
+    for _ in range(3):
+        for sid in (main, placed["direct"], task, placed["under_task"]):
+            row = await placements.of(counting, sid)  # type: ignore[arg-type]
+            assert row is not None and row["root_session_id"] == main
+    assert counting.reads == 2 + 2 * 3  # the root and its subagent once; the others each time
