@@ -12,6 +12,7 @@ not a change.
 from __future__ import annotations
 
 import asyncio
+import os
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -27,6 +28,9 @@ from muster_agent.tools.files import Result
 from muster_agent.tools.workspace import Workspace, WorkspaceError
 
 FILE_TOOLS = frozenset({"write_file", "edit_file", "delete_file"})
+# Calls that run on the event loop when their file and arguments are this small or less.
+INLINE_TOOLS = frozenset({*FILE_TOOLS, "read_file"})
+INLINE_BYTES = 16 * 1024
 
 
 @dataclass(frozen=True)
@@ -52,9 +56,26 @@ class ChangeRecorder:
     ) -> tuple[Result, ev.FileChanged | None]:
         """Run `tool` (the blocking function of `call`) and return its result with the
         change it made (None when it changed nothing), its blobs kept for `store`. The
-        snapshot before, the tool and the snapshot after share one worker thread: a hop to
-        a thread costs more than a small file's work."""
+        snapshot before, the tool and the snapshot after run together: on the event loop
+        for a small file (a hop to a worker thread and back costs more than its work),
+        else in one worker thread, so a large file never stalls the loop."""
+        if self._small(call):
+            return self._run(call, tool)
         return await asyncio.to_thread(self._run, call, tool)
+
+    def _small(self, call: Mapping[str, Any]) -> bool:
+        arguments = call.get("arguments")
+        if call["name"] not in INLINE_TOOLS or not isinstance(arguments, dict):
+            return False
+        given = sum(len(v) for k, v in arguments.items() if k != "path" and isinstance(v, str))
+        if given > INLINE_BYTES or not isinstance(arguments.get("path"), str):
+            return False
+        try:
+            return os.stat(self.workspace.root / arguments["path"]).st_size <= INLINE_BYTES
+        except FileNotFoundError:
+            return True
+        except (OSError, ValueError):
+            return False  # the tool reports it, off the loop
 
     def _run(
         self, call: Mapping[str, Any], tool: Callable[[], Result]

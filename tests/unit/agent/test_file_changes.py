@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import json
+import threading
 from pathlib import Path
 from uuid import uuid4
 
-from muster_agent.file_changes import ChangeRecorder, Pending
+from muster_agent.file_changes import INLINE_BYTES, ChangeRecorder, Pending
 from muster_agent.file_snapshots import sha256, take_snapshot, unified_diff
 from muster_agent.session_store import SessionState
 from muster_agent.tools.registry import local_tool_call
@@ -116,3 +117,24 @@ async def test_a_megabyte_file_keeps_the_event_small(tmp_path: Path) -> None:
     assert len(json.dumps(change.payload())) < 1024
     assert change.diff_sha256 is not None and len(rec.blobs[change.diff_sha256]) < 1500
     assert isinstance(rec.before({"id": "c", "name": "write_file", "arguments": {"path": "big.txt"}}), Pending)
+
+
+async def test_a_small_file_call_runs_on_the_loop_a_large_one_in_a_worker_thread(tmp_path: Path) -> None:
+    rec = recorder(tmp_path)
+    on_loop: list[bool] = []
+
+    def tool() -> dict[str, object]:
+        on_loop.append(threading.current_thread() is threading.main_thread())
+        return {"success": True, "path": "unused"}
+
+    (tmp_path / "big.txt").write_text("y" * (INLINE_BYTES + 1))
+    for name, arguments in (
+        ("write_file", {"path": "small.txt", "content": "x"}),
+        ("read_file", {"path": "small.txt"}),
+        ("write_file", {"path": "big.txt", "content": "x"}),  # the file is large
+        ("write_file", {"path": "new.txt", "content": "x" * (INLINE_BYTES + 1)}),  # the content is
+        ("edit_file", {"path": "big.txt", "old_string": "y", "new_string": "z"}),
+        ("list_files", {"path": "."}),  # a listing may be long
+    ):
+        await rec.run({"id": "c", "name": name, "arguments": arguments}, tool)
+    assert on_loop == [True, True, False, False, False, False]

@@ -19,15 +19,20 @@ class WorkspaceError(Exception):
 class Workspace:
     def __init__(self, root: Path) -> None:
         self._root = Path(root)
+        self._real_root: Path | None = None
 
     @property
     def root(self) -> Path:
         return self._root
 
     def real_root(self) -> Path:
-        """The root, created on first use (a new session tree has no files yet)."""
-        self._root.mkdir(parents=True, exist_ok=True)
-        return self._root.resolve()
+        """The root, created on first use (a new session tree has no files yet). Resolved
+        once: where it is depends only on directories outside the workspace, which no tool
+        can change, and each call of a file tool needs it several times."""
+        if self._real_root is None or not self._real_root.is_dir():
+            self._root.mkdir(parents=True, exist_ok=True)
+            self._real_root = self._root.resolve()
+        return self._real_root
 
     def resolve(self, path: str) -> Path:
         if not isinstance(path, str):
