@@ -67,7 +67,11 @@ class Dispatcher:
     A publish failure only logs: the rows stay and the relay sends them later. Deleting
     late is harmless too: a row published twice is a duplicate every consumer ignores."""
 
-    def __init__(self, producer: Any, pool: Pool, *, flush_every_s: float = 0.02) -> None:
+    # Deletions wait this long to batch up (one statement for many rows), well inside the
+    # relay's grace for claimed rows (`outbox.CLAIM_GRACE_S`), so it never resends them.
+    FLUSH_EVERY_S = 0.2
+
+    def __init__(self, producer: Any, pool: Pool, *, flush_every_s: float = FLUSH_EVERY_S) -> None:
         self._producer = producer
         self._pool = pool
         self._flush_every_s = flush_every_s
