@@ -8,7 +8,8 @@ transaction once it has started.
 Appends whose version the caller names and commands are staged, then written together in
 one round trip right before the decision's next statement or at commit (ADR 0021): every
 read still sees the decision's own writes, and a delegation's dozen appends and commands
-cost one statement instead of one each.
+cost one statement instead of one each. A decision that only writes is that one statement,
+in its own implicit transaction.
 """
 
 from __future__ import annotations
@@ -78,8 +79,9 @@ class PostgresUnitOfWork(AbstractUnitOfWork):
 
     async def _commit(self) -> None:
         try:
-            if self._appends or self._commands:
-                await self.connection()  # writes them
+            # Without a transaction (nothing was locked), the staged writes are the whole
+            # decision: one statement in its own implicit transaction, no BEGIN or COMMIT.
+            await self._write_staged(self._held)
             if self._transaction is not None:
                 await self._transaction.commit()
         except BaseException:
