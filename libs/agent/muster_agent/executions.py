@@ -36,7 +36,7 @@ async def finish_execution(
     # A final answer recorded before a crash closes the run as it is: no new model call.
     started = any(m.message_id == execution["start_message_id"] for m in messages)
     answer = messages[-1] if started and turn_finished(messages) else None
-    rounds, tool_calls, usage = await run_totals(uow, execution, messages, pending_usage)
+    rounds, tool_calls, usage = run_totals(execution, messages, pending_usage)
     completed = phase.phase == "COMPLETED"
     # Lock order everywhere: child session, parent session, then the execution. Whether
     # this is the round's last open child is read before anything is written, so the
@@ -85,15 +85,15 @@ async def finish_execution(
         await settle_locked(uow, parent)
 
 
-async def run_totals(
-    uow: AbstractUnitOfWork,
+def run_totals(
     execution: Row,
     messages: list[StoredMessage],
     pending_usage: dict[UUID, dict[str, int]] | None = None,
 ) -> tuple[int, int, ev.TokenUsage]:
     """Rounds, tool calls and token usage of this execution's run of the child session:
-    the messages after its start message; `pending_usage` covers messages not stored yet."""
-    usages: dict[Any, Any] = await uow.message_usages(execution["child_session_id"])
+    the messages after its start message (their usage is part of the loaded or carried
+    history); `pending_usage` covers messages not stored yet."""
+    usages: dict[Any, Any] = {m.message_id: m.usage for m in messages if m.usage is not None}
     usages.update(pending_usage or {})
     start_seq = next((m.seq for m in messages if m.message_id == execution["start_message_id"]), 0)
     return account(messages, usages, start_seq)

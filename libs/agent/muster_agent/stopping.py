@@ -51,7 +51,7 @@ async def stop_execution(
             )
         state = await store.load_state(uow, child["session_id"])
         assert state is not None
-        rounds, tool_calls, usage = await run_totals(uow, execution, state.messages)
+        rounds, tool_calls, usage = run_totals(execution, state.messages)
         # Lock order everywhere: child session, parent session, then the execution.
         parent = await uow.lock_session(execution["parent_session_id"])
         await uow.append(

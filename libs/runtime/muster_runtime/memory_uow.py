@@ -211,10 +211,6 @@ class InMemoryUnitOfWork(AbstractUnitOfWork):
         ]
         return max(results, key=lambda m: m["seq"])["content"] if results else None
 
-    async def message_usages(self, session_id: UUID) -> dict[UUID, dict[str, Any]]:
-        messages = self._tables.messages.values()
-        return {m["message_id"]: m["usage"] for m in messages if m["session_id"] == session_id and m["usage"]}
-
     async def execution(self, execution_id: UUID, *, lock: bool = False) -> Row | None:
         row = self._tables.executions.get(execution_id)
         return dict(row) if row is not None else None

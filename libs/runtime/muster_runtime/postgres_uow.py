@@ -193,12 +193,6 @@ class PostgresUnitOfWork(AbstractUnitOfWork):
         )
         return content
 
-    async def message_usages(self, session_id: UUID) -> dict[UUID, dict[str, Any]]:
-        rows = await (await self._reader()).fetch(
-            "SELECT message_id, usage FROM messages WHERE session_id = $1 AND usage IS NOT NULL", session_id
-        )
-        return {r["message_id"]: r["usage"] for r in rows}
-
     async def execution(self, execution_id: UUID, *, lock: bool = False) -> Row | None:
         query = "SELECT * FROM executions WHERE execution_id = $1" + (" FOR UPDATE" if lock else "")
         conn = await self.connection() if lock else await self._reader()

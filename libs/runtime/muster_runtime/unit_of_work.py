@@ -153,10 +153,6 @@ class AbstractUnitOfWork(abc.ABC):
         """The recorded TOOL result of a call, if any."""
 
     @abc.abstractmethod
-    async def message_usages(self, session_id: UUID) -> dict[UUID, dict[str, Any]]:
-        """Token usage of the session's messages that carry one, by message id."""
-
-    @abc.abstractmethod
     async def execution(self, execution_id: UUID, *, lock: bool = False) -> Row | None: ...
 
     @abc.abstractmethod

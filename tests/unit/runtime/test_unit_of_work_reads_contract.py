@@ -101,9 +101,12 @@ async def test_tool_results_and_usage_are_read_per_session(work: Harness) -> Non
     async with work.uow() as uow:
         assert await uow.tool_result(sid, "c1") == "out"
         assert await uow.tool_result(sid, "c2") is None
-        assert await uow.message_usages(sid) == {
-            answer.message_id: {"prompt_tokens": 7, "completion_tokens": 3}
-        }
+        loaded = await uow.session_state(sid)  # the history carries each message's usage
+    assert loaded is not None
+    assert {m["message_id"]: m.get("usage") for m in loaded.messages} == {
+        answer.message_id: {"prompt_tokens": 7, "completion_tokens": 3},
+        result.message_id: None,
+    }
 
 
 async def test_a_live_lease_keeps_other_owners_out(work: Harness) -> None:
