@@ -8,6 +8,7 @@ import logging
 import time
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
+from uuid import UUID
 
 from faststream import FastStream
 from faststream.kafka import KafkaBroker
@@ -90,9 +91,14 @@ def build(settings: Settings) -> Recovery:
 
     placements = tree_status.Placements()
 
+    async def is_subagent(session_id: UUID) -> bool:
+        assert recovery.held is not None
+        row = await placements.of(recovery.held.pool, session_id)
+        return row is not None and row["session_type"] == "SUBAGENT"
+
     async def dispatch(event: RecordedEvent) -> None:
         assert recovery.held is not None
-        await handlers.on_event(event, recovery.held.uow)
+        await handlers.on_event(event, recovery.held.uow, is_subagent)
         # Any change that can move a tree's signals, wherever it is in the tree.
         await tree_status.on_event(event, recovery.held.pool, placements)
 

@@ -5,6 +5,7 @@ finds nothing left to do."""
 from __future__ import annotations
 
 import logging
+from collections.abc import Awaitable, Callable
 from typing import Any
 from uuid import UUID
 
@@ -22,11 +23,14 @@ def reacts_to(event_type: str, payload: dict[str, Any]) -> bool:
     if event_type == "SessionPhaseChanged":
         return payload.get("phase") == "CANCELLED"
     if event_type == "MessageRecorded":
-        return payload.get("role") == "TOOL"
+        # A subagent's result delivered by the barrier settles its round itself.
+        return payload.get("role") == "TOOL" and not payload.get("source_session_id")
     return event_type == "ExecutionFinished"
 
 
-async def on_event(event: RecordedEvent, uows: UnitOfWorkFactory) -> None:
+async def on_event(
+    event: RecordedEvent, uows: UnitOfWorkFactory, is_subagent: Callable[[UUID], Awaitable[bool]]
+) -> None:
     if event.type == "ExecutionFinished":
         # Only the last open sibling can complete the barrier; the others would take the
         # parent's lock to find it still waiting. Its worker normally settled it already, in
@@ -37,10 +41,11 @@ async def on_event(event: RecordedEvent, uows: UnitOfWorkFactory) -> None:
             await settle(uows, parent)
     elif event.type == "SessionPhaseChanged" and event.payload.get("phase") == "CANCELLED":
         await cancel_children(uows, UUID(event.stream_id))
-    elif event.type == "MessageRecorded" and event.payload.get("role") == "TOOL":
-        # A local tool finishing after the children did completes the barrier too.
+    elif event.type == "MessageRecorded" and reacts_to(event.type, event.payload):
+        # A local tool finishing after the children did completes the barrier too (a
+        # subagent never delegates: nothing waits on its tools).
         session_id = UUID(event.stream_id)
-        if await has_undelivered(uows, session_id):
+        if not await is_subagent(session_id) and await has_undelivered(uows, session_id):
             await settle(uows, session_id)
 
 

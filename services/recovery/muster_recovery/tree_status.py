@@ -52,10 +52,10 @@ def reacts_to(event_type: str) -> bool:
 
 
 class Placements:
-    """Where sessions sit in their trees, remembered only where it can never change: a
-    NORMAL session is a root for good, and a subagent whose parent is its root stays so (a
-    root is never moved; a promotion makes a side task a root, which only ever makes a
-    subagent's parent its root). Every other session is read each time."""
+    """Where sessions sit in their trees (type, parent, root), remembered only where it
+    can never change: a NORMAL session is a root for good, and a subagent whose parent is
+    its root stays so (a root is never moved; a promotion makes a side task a root, which
+    only ever makes a subagent's parent its root). Every other session is read each time."""
 
     def __init__(self, size: int = 65_536) -> None:
         self._size = size

@@ -36,6 +36,7 @@ def test_what_recovery_reacts_to_is_handled(raw: bytes) -> None:
 
 @pytest.mark.parametrize("raw", [
     record("MessageRecorded", role="ASSISTANT", content="hi"),
+    record("MessageRecorded", role="TOOL", content="{}", source_session_id=str(uuid4())),  # a delivery
     record("ToolCallStarted", tool_call_id="c"),
     record("ExecutionStatusChanged", status="RUNNING"),
     record("FileChanged", path="a"),
