@@ -26,6 +26,13 @@ from muster_agent.results import execution_result
 log = logging.getLogger("muster.barrier")
 
 TERMINAL = ("COMPLETED", "FAILED", "CANCELLED")
+# Metadata of an `ExecutionFinished` whose writer held the parent's lock and settled the
+# barrier if that finish completed the round: recovery need not look at it again.
+BARRIER_CHECKED = {"barrier": "checked"}
+
+
+def barrier_checked(metadata: dict[str, object]) -> bool:
+    return metadata.get("barrier") == BARRIER_CHECKED["barrier"]
 
 
 async def has_undelivered(uows: UnitOfWorkFactory, parent_session_id: UUID) -> bool:

@@ -10,7 +10,7 @@ from uuid import UUID
 from muster_contracts import events as ev
 from muster_runtime.unit_of_work import AbstractUnitOfWork, Row
 
-from muster_agent.barrier import settle_locked
+from muster_agent.barrier import BARRIER_CHECKED, settle_locked
 from muster_agent.history import StoredMessage, turn_finished
 from muster_agent.results import account
 from muster_agent.session_store import SessionState
@@ -62,6 +62,7 @@ async def finish_execution(
             )
         ],
         expected_version=execution["version"],
+        metadata=BARRIER_CHECKED,  # the round's barrier is settled below if this completes it
     )
     await announce(
         uow,

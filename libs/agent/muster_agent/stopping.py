@@ -15,7 +15,7 @@ from muster_runtime.unit_of_work import OPEN_STATUSES, UnitOfWorkFactory
 
 from muster_agent import session_store as store
 from muster_agent.answers import dropped_waits
-from muster_agent.barrier import settle_locked
+from muster_agent.barrier import BARRIER_CHECKED, settle_locked
 from muster_agent.executions import announce, run_totals
 
 log = logging.getLogger("muster.executions")
@@ -67,6 +67,7 @@ async def stop_execution(
                 )
             ],
             expected_version=execution["version"],
+            metadata=BARRIER_CHECKED,  # settled below if this completes the round
         )
         await announce(
             uow,

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
 from typing import Any, TypeAlias
 
 import orjson
@@ -23,17 +24,24 @@ Record: TypeAlias = "ConsumerRecord[bytes, bytes]"
 BATCH_OPTIONS: dict[str, Any] = {"batch": True, "max_records": 500, "batch_timeout_ms": 200}
 
 
-def peek_event(raw: bytes) -> tuple[str, dict[str, Any]] | None:
-    """The type and payload of a `muster.events` record, read without validating it (a
-    consumer that ignores most events filters them with this); None when it is not one."""
+@dataclass(frozen=True)
+class Peeked:
+    type: str
+    payload: dict[str, Any]
+    metadata: dict[str, Any]
+
+
+def peek_event(raw: bytes) -> Peeked | None:
+    """The type, payload and metadata of a `muster.events` record, read without validating
+    it (a consumer that ignores most events filters them with this); None when it is not
+    one."""
     try:
         record = orjson.loads(raw)
-        event_type, payload = record["type"], record.get("payload") or {}
+        peeked = Peeked(record["type"], record.get("payload") or {}, record.get("metadata") or {})
     except (orjson.JSONDecodeError, KeyError, TypeError, AttributeError):
         return None
-    if not isinstance(event_type, str) or not isinstance(payload, dict):
-        return None
-    return event_type, payload
+    well_formed = isinstance(peeked.type, str) and isinstance(peeked.payload, dict)
+    return peeked if well_formed and isinstance(peeked.metadata, dict) else None
 
 
 def records_of(raw_message: Any) -> list[Record]:

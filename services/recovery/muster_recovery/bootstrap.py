@@ -73,8 +73,9 @@ def concerns(raw: bytes) -> bool:
     peeked = peek_event(raw)
     if peeked is None:
         return True
-    event_type, payload = peeked
-    return handlers.reacts_to(event_type, payload) or tree_status.reacts_to(event_type)
+    return handlers.reacts_to(peeked.type, peeked.payload, peeked.metadata) or tree_status.reacts_to(
+        peeked.type
+    )
 
 
 def build(settings: Settings) -> Recovery:

@@ -9,7 +9,7 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 from uuid import UUID
 
-from muster_agent.barrier import has_undelivered, settle
+from muster_agent.barrier import barrier_checked, has_undelivered, settle
 from muster_contracts.published import RecordedEvent
 from muster_runtime.unit_of_work import OPEN_STATUSES, UnitOfWorkFactory
 
@@ -18,20 +18,22 @@ from muster_recovery.cascade import cancel_children
 log = logging.getLogger("muster.recovery")
 
 
-def reacts_to(event_type: str, payload: dict[str, Any]) -> bool:
-    """Whether `on_event` does anything with an event of this type and payload."""
+def reacts_to(event_type: str, payload: dict[str, Any], metadata: dict[str, Any]) -> bool:
+    """Whether `on_event` does anything with an event of this type, payload and metadata."""
     if event_type == "SessionPhaseChanged":
         return payload.get("phase") == "CANCELLED"
     if event_type == "MessageRecorded":
         # A subagent's result delivered by the barrier settles its round itself.
         return payload.get("role") == "TOOL" and not payload.get("source_session_id")
-    return event_type == "ExecutionFinished"
+    # A finish whose writer settled the barrier under the parent's lock needs nothing more;
+    # any other (an older writer's) is checked here.
+    return event_type == "ExecutionFinished" and not barrier_checked(metadata)
 
 
 async def on_event(
     event: RecordedEvent, uows: UnitOfWorkFactory, is_subagent: Callable[[UUID], Awaitable[bool]]
 ) -> None:
-    if event.type == "ExecutionFinished":
+    if event.type == "ExecutionFinished" and reacts_to(event.type, event.payload, event.metadata):
         # Only the last open sibling can complete the barrier; the others would take the
         # parent's lock to find it still waiting. Its worker normally settled it already, in
         # the transaction that finished it (ADR 0011): then nothing is undelivered. (The
@@ -41,7 +43,7 @@ async def on_event(
             await settle(uows, parent)
     elif event.type == "SessionPhaseChanged" and event.payload.get("phase") == "CANCELLED":
         await cancel_children(uows, UUID(event.stream_id))
-    elif event.type == "MessageRecorded" and reacts_to(event.type, event.payload):
+    elif event.type == "MessageRecorded" and reacts_to(event.type, event.payload, event.metadata):
         # A local tool finishing after the children did completes the barrier too (a
         # subagent never delegates: nothing waits on its tools).
         session_id = UUID(event.stream_id)

@@ -8,15 +8,16 @@ from uuid import uuid4
 
 import orjson
 import pytest
+from muster_agent.barrier import BARRIER_CHECKED
 from muster_recovery.bootstrap import concerns
 from muster_runtime.consuming import peek_event
 
 
-def record(event_type: str, **payload: Any) -> bytes:
+def record(event_type: str, metadata: dict[str, Any] | None = None, **payload: Any) -> bytes:
     return orjson.dumps({
         "kind": "event", "event_id": str(uuid4()), "position": 7, "stream_id": str(uuid4()),
         "stream_version": 2, "type": event_type, "schema_version": 1, "payload": payload,
-        "metadata": {}, "recorded_at": "2026-12-03T10:00:00+00:00",
+        "metadata": metadata or {}, "recorded_at": "2026-12-03T10:00:00+00:00",
     })
 
 
@@ -38,6 +39,7 @@ def test_what_recovery_reacts_to_is_handled(raw: bytes) -> None:
     record("MessageRecorded", role="ASSISTANT", content="hi"),
     record("MessageRecorded", role="TOOL", content="{}", source_session_id=str(uuid4())),  # a delivery
     record("ToolCallStarted", tool_call_id="c"),
+    record("ExecutionFinished", BARRIER_CHECKED, status="COMPLETED"),  # its writer settled it
     record("ExecutionStatusChanged", status="RUNNING"),
     record("FileChanged", path="a"),
     record("SessionCreated"),
