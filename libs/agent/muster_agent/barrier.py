@@ -5,8 +5,9 @@ runs (cancelled, ended) gets SUPPRESSED instead and is not resumed.
 
 Two callers settle it (ADR 0011): the worker, in the transaction that finishes the last
 open child of a round (the fast path), and the recovery service, which reacts to every
-finished execution and reconciles what a crash left behind. Both lock the parent's row
-first, so whichever comes second finds nothing left to do."""
+finished execution whose writer did not settle it (`BARRIER_CHECKED`, ADR 0021) and
+reconciles what a crash left behind. Both lock the parent's row first, so whichever comes
+second finds nothing left to do."""
 
 from __future__ import annotations
 
