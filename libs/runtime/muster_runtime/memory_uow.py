@@ -27,6 +27,7 @@ from muster_runtime.unit_of_work import (
     OPEN_STATUSES,
     RUNNING_PHASES,
     AbstractUnitOfWork,
+    ExecutionClaim,
     Row,
     SessionSnapshot,
 )
@@ -166,6 +167,16 @@ class InMemoryUnitOfWork(AbstractUnitOfWork):
             return False
         self._work.leases[resource_id] = (owner, now + timedelta(seconds=ttl_s))
         return True
+
+    async def claim_execution(
+        self, consumer: str, message_id: str, execution_id: UUID, owner: str, ttl_s: float
+    ) -> ExecutionClaim:
+        first = await self.first_delivery(consumer, message_id)
+        execution = await self.execution(execution_id)
+        open_ = execution is not None and execution["status"] in OPEN_STATUSES
+        leased = first and open_ and await self.try_lease(str(execution_id), owner, ttl_s)
+        child = self._tables.sessions.get(execution["child_session_id"]) if execution else None
+        return ExecutionClaim(first, execution, leased, child["phase"] if child else None)
 
     async def lock_session(self, session_id: UUID, *, nowait: bool = False) -> Row | None:
         row = self._tables.sessions.get(session_id)

@@ -31,6 +31,30 @@ SELECT * FROM executions WHERE parent_session_id = $1 AND delivery_status = 'PEN
 ORDER BY started_at
 """
 
+# A worker's claim of a `RunExecution` in one statement (no BEGIN, no COMMIT): the message
+# recorded as processed, and the execution's lease taken when the message is new and the
+# execution open; the execution row and its child's phase come back.
+CLAIM_EXECUTION = """
+WITH first AS (
+    INSERT INTO processed_messages (consumer, message_id) VALUES ($1, $2)
+    ON CONFLICT DO NOTHING RETURNING true),
+lease AS (
+    INSERT INTO leases (resource_id, owner, expires_at)
+    SELECT $3::uuid::text, $4, now() + make_interval(secs => $5)
+    WHERE EXISTS (SELECT 1 FROM first)
+      AND EXISTS (SELECT 1 FROM executions WHERE execution_id = $3::uuid AND status = ANY($6::text[]))
+    ON CONFLICT (resource_id) DO UPDATE
+        SET owner = EXCLUDED.owner, expires_at = EXCLUDED.expires_at
+        WHERE leases.expires_at < now() OR leases.owner = EXCLUDED.owner
+    RETURNING owner)
+SELECT EXISTS (SELECT 1 FROM first) AS claim_first,
+    coalesce((SELECT owner FROM lease) = $4, false) AS claim_leased,
+    s.phase AS claim_child_phase, e.*
+FROM (SELECT 1) AS one
+LEFT JOIN executions e ON e.execution_id = $3::uuid
+LEFT JOIN sessions s ON s.session_id = e.child_session_id
+"""
+
 STORE_BLOBS = """
 INSERT INTO blobs (sha256, content, size)
 SELECT * FROM unnest($1::text[], $2::text[], $3::int[])

@@ -28,13 +28,21 @@ from muster_runtime import dispatch, eventstore, leases, outbox, tracking
 from muster_runtime.db import Connection, Pool
 from muster_runtime.eventstore import StoredEvent
 from muster_runtime.postgres_queries import (
+    CLAIM_EXECUTION,
     LOAD_STATE,
     OPEN_EXECUTION_OF,
     STORE_BLOBS,
     UNDELIVERED,
     snapshot,
 )
-from muster_runtime.unit_of_work import OPEN_STATUSES, AbstractUnitOfWork, Row, SessionBusy, SessionSnapshot
+from muster_runtime.unit_of_work import (
+    OPEN_STATUSES,
+    AbstractUnitOfWork,
+    ExecutionClaim,
+    Row,
+    SessionBusy,
+    SessionSnapshot,
+)
 
 
 class PostgresUnitOfWork(AbstractUnitOfWork):
@@ -152,6 +160,17 @@ class PostgresUnitOfWork(AbstractUnitOfWork):
 
     async def try_lease(self, resource_id: str, owner: str, ttl_s: float) -> bool:
         return await leases.try_acquire(await self.connection(), resource_id, owner, ttl_s)
+
+    async def claim_execution(
+        self, consumer: str, message_id: str, execution_id: UUID, owner: str, ttl_s: float
+    ) -> ExecutionClaim:
+        row = dict(
+            await (await self._reader()).fetchrow(
+                CLAIM_EXECUTION, consumer, message_id, execution_id, owner, ttl_s, list(OPEN_STATUSES)
+            )
+        )
+        first, leased, phase = row.pop("claim_first"), row.pop("claim_leased"), row.pop("claim_child_phase")
+        return ExecutionClaim(first, row if row["execution_id"] is not None else None, leased, phase)
 
     async def lock_session(self, session_id: UUID, *, nowait: bool = False) -> Row | None:
         conn = await self.connection()

@@ -54,6 +54,14 @@ class SessionSnapshot:
     compaction: Row | None = None
 
 
+@dataclass(frozen=True)
+class ExecutionClaim:
+    first: bool  # the command had not been applied before
+    execution: Row | None  # None: no such execution
+    leased: bool  # this owner holds the execution's lease now
+    child_phase: str | None
+
+
 class AbstractUnitOfWork(abc.ABC):
     """What a decision may do between lock and commit. Lock order everywhere: a child
     session before its parent, sessions before executions."""
@@ -124,6 +132,13 @@ class AbstractUnitOfWork(abc.ABC):
     @abc.abstractmethod
     async def try_lease(self, resource_id: str, owner: str, ttl_s: float) -> bool:
         """Take or renew the lease on `resource_id` unless another owner's is still live."""
+
+    @abc.abstractmethod
+    async def claim_execution(
+        self, consumer: str, message_id: str, execution_id: UUID, owner: str, ttl_s: float
+    ) -> ExecutionClaim:
+        """A worker's claim of a `RunExecution`: `first_delivery`, the execution, and (for a
+        first delivery of an open execution) `try_lease` on it, with its child's phase."""
 
     # -- locks and reads -----------------------------------------------------------------
 

@@ -19,7 +19,6 @@ from muster_runtime.unit_of_work import AbstractUnitOfWork
 log = logging.getLogger("muster.worker")
 
 CONSUMER = "subagent-worker"
-TERMINAL = ("COMPLETED", "FAILED", "CANCELLED")
 STOPPED = ("CANCELLING", "CANCELLED")
 
 
@@ -36,19 +35,23 @@ async def run_execution(cmd: RunExecution, deps: WorkerDeps) -> None:
     key = cmd.execution_id
     if deps.runners.is_running(key):
         return
+    # The message recorded, the execution read and its lease taken in one statement.
     async with deps.loop.uows() as uow:
-        if not await uow.first_delivery(CONSUMER, str(cmd.message_id)):
-            return
-        execution = await uow.execution(key)
-        if execution is None:
-            log.warning("run_for_unknown_execution execution=%s", key)
-            return
-        if execution["status"] in TERMINAL:
-            return
-        if not await uow.try_lease(str(key), deps.runners.owner, deps.lease_ttl_s):
-            return
-        await revive_child(uow, key, execution["child_session_id"])
+        claim = await uow.claim_execution(
+            CONSUMER, str(cmd.message_id), key, deps.runners.owner, deps.lease_ttl_s
+        )
+    execution = claim.execution
+    if not claim.first:
+        return
+    if execution is None:
+        log.warning("run_for_unknown_execution execution=%s", key)
+        return
+    if not claim.leased:
+        return  # ended, or another live worker runs it
     child = execution["child_session_id"]
+    if claim.child_phase not in (*store.RUNNING_PHASES, *store.WAITING_PHASES, *STOPPED):
+        async with deps.loop.uows() as uow:
+            await revive_child(uow, key, child)
     log.info(
         "execution_run_start execution=%s child=%s status=%s recoveries=%d",
         key,

@@ -184,3 +184,28 @@ async def test_waits_are_pending_until_resolved_and_a_calls_newest_wait_is_its_d
         assert await uow.pending_waits(sid) == []
         assert (await uow.call_wait(sid, "c1") or {})["status"] == "approved"
         assert (await uow.wait(question) or {})["status"] == "answered"
+
+
+async def test_a_run_is_claimed_once_by_one_live_owner_and_only_while_open(work: Harness) -> None:
+    parent, child = await new_session(work), await new_session(work)
+    execution = uuid4()
+    async with work.uow() as uow:
+        await uow.append(str(execution), [started(execution, parent, child, "a")], expected_version=0)
+        await uow.append(str(child), [ev.SessionPhaseChanged(phase="RUNNING")], expected_version=1)
+    async with work.uow() as uow:
+        claim = await uow.claim_execution("worker", "m1", execution, "w1", 60)
+    assert (claim.first, claim.leased, claim.child_phase) == (True, True, "RUNNING")
+    assert claim.execution is not None and claim.execution["child_session_id"] == child
+    assert claim.execution["deadline_at"] > datetime.now(UTC)  # the row as `execution` reads it
+    async with work.uow() as uow:
+        again = await uow.claim_execution("worker", "m1", execution, "w2", 60)  # a redelivery
+        other = await uow.claim_execution("worker", "m2", execution, "w2", 60)  # the lease is live
+        unknown = await uow.claim_execution("worker", "m3", uuid4(), "w2", 60)
+    assert (again.first, again.leased) == (False, False)
+    assert (other.first, other.leased) == (True, False)
+    assert (unknown.first, unknown.execution, unknown.leased) == (True, None, False)
+    async with work.uow() as uow:
+        await uow.append(str(execution), [ev.ExecutionFinished(status="COMPLETED", result="r")], expected_version=1)
+        ended = await uow.claim_execution("worker", "m4", execution, "w1", 60)
+    assert ended.first and not ended.leased and ended.execution is not None
+    assert ended.execution["status"] == "COMPLETED"
