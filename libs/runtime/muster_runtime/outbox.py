@@ -13,7 +13,7 @@ from muster_contracts.envelope import Envelope
 
 from muster_runtime import dispatch, lineage, retrying, tracing
 from muster_runtime.db import Connection, Pool, json_bytes
-from muster_runtime.eventstore import StagedCommand, recorded_event
+from muster_runtime.eventstore import StagedCommand, recorded_event, write_staged
 
 log = logging.getLogger("muster.outbox")
 
@@ -49,25 +49,8 @@ def command(topic: str, key: str, message: Envelope) -> StagedCommand:
 
 async def enqueue(conn: Connection, topic: str, key: str, message: Envelope) -> None:
     """Write a command to the outbox inside the caller's transaction, at once (see
-    `command`)."""
-    staged = command(topic, key, message)
-    body, claimed, context = staged.body, staged.claimed, staged.trace_context
-    outbox_id = await conn.fetchval(
-        """INSERT INTO outbox (topic, key, payload, claimed, trace_context)
-           VALUES ($1, $2, $3, $4, $5) RETURNING id""",
-        topic,
-        key,
-        body,
-        claimed,
-        context,
-    )
-    if not claimed:
-        await conn.execute("SELECT pg_notify($1, '')", NOTIFY_CHANNEL)
-    dispatch.collect(
-        dispatch.Outgoing(
-            outbox_id, topic, key.encode(), (json_bytes(body),), tracing.headers(context)
-        )
-    )
+    `command`): the same statement a unit of work's staged writes use."""
+    await write_staged(conn, [], [command(topic, key, message)])
 
 
 def _event_message(row: Any) -> dict[str, Any]:
