@@ -19,7 +19,6 @@ from uuid import uuid4
 
 from fastapi import APIRouter, WebSocket
 from muster_runtime import lineage, tracing
-from muster_runtime.db import json_bytes
 from starlette.websockets import WebSocketDisconnect
 
 from muster_gateway import commands, queries, side_sessions, streams, ws_waits
@@ -67,7 +66,9 @@ class Client:
 
     async def write(self) -> None:
         while (frame := await self._queue.get()) is not None:
-            await self.ws.send_text(json_bytes(frame).decode())
+            # `json`, not orjson: a frame echoes the client's id as it was sent, and orjson
+            # would turn a non-finite number in it into null.
+            await self.ws.send_text(json.dumps(frame, separators=(",", ":")))
         await self.ws.close(CLOSE_TOO_SLOW, "client too slow; resubscribe with afterPosition")
 
 
