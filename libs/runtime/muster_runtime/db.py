@@ -16,27 +16,26 @@ UniqueViolation = asyncpg.UniqueViolationError
 
 # orjson reads integers beyond 64 bits as floats (losing digits) where `json` keeps them
 # exact: a text with 19 or more digits in a row is read by `json`.
-_LONG_NUMBER = re.compile(r"\d{19}")
+_LONG_NUMBER = re.compile(rb"\d{19}")
+# jsonb's binary format is a version byte, then the JSON text; json's is the text.
+_JSONB_VERSION = b"\x01"
 
 
 def json_bytes(value: Any) -> bytes:
     """Compact UTF-8 JSON: orjson, or `json` for what orjson refuses (integers beyond 64
     bits, unknown types), so nothing that encoded before fails now. The text is compact
     UTF-8 where `json.dumps` spaced and escaped; the value is the same. NaN/Infinity, which
-    PostgreSQL rejects, become null. For Kafka records and WebSocket frames too."""
+    PostgreSQL rejects, become null. For Kafka records too (frames keep `json`, see ws.py)."""
     try:
         return orjson.dumps(value, option=orjson.OPT_NON_STR_KEYS)
     except TypeError:
         return json.dumps(value).encode()
 
 
-def encode_json(value: Any) -> str:
-    """JSON text for a json/jsonb parameter (`json_bytes`; jsonb stores it normalised)."""
-    return json_bytes(value).decode()
-
-
-def decode_json(text: str) -> Any:
+def decode_json(text: str | bytes) -> Any:
     """The value of a json/jsonb column, as `json.loads` would read it."""
+    if isinstance(text, str):
+        text = text.encode()
     if _LONG_NUMBER.search(text) is None:
         try:
             return orjson.loads(text)
@@ -45,9 +44,25 @@ def decode_json(text: str) -> Any:
     return json.loads(text)
 
 
+def _encode_jsonb(value: Any) -> bytes:
+    return _JSONB_VERSION + json_bytes(value)
+
+
+def _decode_jsonb(data: bytes) -> Any:
+    if data[:1] != _JSONB_VERSION:
+        raise ValueError(f"unknown jsonb binary format version {data[:1]!r}")
+    return decode_json(data[1:])
+
+
 async def _init_connection(conn: asyncpg.Connection) -> None:
-    for type_name in ("json", "jsonb"):
-        await conn.set_type_codec(type_name, encoder=encode_json, decoder=decode_json, schema="pg_catalog")
+    # Binary, not text: a row of a table with json columns (a composite, as
+    # `muster_lock_session` returns) can only be decoded when every column's codec is binary.
+    await conn.set_type_codec(
+        "json", encoder=json_bytes, decoder=decode_json, schema="pg_catalog", format="binary"
+    )
+    await conn.set_type_codec(
+        "jsonb", encoder=_encode_jsonb, decoder=_decode_jsonb, schema="pg_catalog", format="binary"
+    )
 
 
 async def _keep_session_state(conn: asyncpg.Connection) -> None:

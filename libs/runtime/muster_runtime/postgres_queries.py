@@ -21,6 +21,10 @@ SELECT s.*,
 FROM sessions s WHERE s.session_id = $1
 """
 
+# The session's row locked, then (each read after the lock, migration 0015) its oldest
+# queued input, its open execution as a child and its open executions as a parent.
+LOCK_SESSION = "SELECT * FROM muster_lock_session($1, $2::text[])"
+
 OPEN_EXECUTION_OF = """
 SELECT * FROM executions WHERE child_session_id = $1 AND status = ANY($2::text[])
 ORDER BY round DESC LIMIT 1

@@ -5,6 +5,10 @@ The transaction starts with the first statement that needs it, so a decision mad
 before any lock (`session_state`) costs no BEGIN. Reads that decide under a lock run in the
 transaction once it has started.
 
+Locking a session reads, in the same round trip, what decisions under that lock read next
+(its queued input, its open execution as a child, its open executions as a parent); those
+reads are answered from it until the decision writes (`LockedReads`).
+
 Appends whose version the caller names and commands are staged, then written together in
 one round trip right before the decision's next statement or at commit (ADR 0021): every
 read still sees the decision's own writes, and a delegation's dozen appends and commands
@@ -16,6 +20,7 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 from uuid import UUID
@@ -30,6 +35,7 @@ from muster_runtime.eventstore import StoredEvent
 from muster_runtime.postgres_queries import (
     CLAIM_EXECUTION,
     LOAD_STATE,
+    LOCK_SESSION,
     OPEN_EXECUTION_OF,
     STORE_BLOBS,
     UNDELIVERED,
@@ -45,6 +51,18 @@ from muster_runtime.unit_of_work import (
 )
 
 
+@dataclass(frozen=True)
+class LockedReads:
+    """What `muster_lock_session` read right after a session's lock was granted. Nothing
+    else can change it while the lock is held: an input is queued, an execution started or
+    finished, only by a decision that holds the session's lock (the child's for its runs,
+    the parent's for its children). The decision's own appends can, so they drop it."""
+
+    queued: Row | None
+    open_run: Row | None
+    open_children: list[Row]
+
+
 class PostgresUnitOfWork(AbstractUnitOfWork):
     def __init__(self, pool: Pool) -> None:
         self._pool = pool
@@ -54,6 +72,7 @@ class PostgresUnitOfWork(AbstractUnitOfWork):
         self._outgoing: list[dispatch.Outgoing] = []
         self._appends: list[eventstore.StagedAppend] = []
         self._commands: list[eventstore.StagedCommand] = []
+        self._locked: dict[UUID, LockedReads] = {}
 
     async def connection(self) -> Connection:
         """The transaction's connection (started on first use), for queries that are
@@ -113,6 +132,7 @@ class PostgresUnitOfWork(AbstractUnitOfWork):
 
     async def _close(self) -> None:
         self._appends, self._commands = [], []
+        self._locked.clear()
         self._collecting.__exit__(None, None, None)
         held, self._held, self._transaction = self._held, None, None
         await self._pool.release(held)
@@ -125,6 +145,7 @@ class PostgresUnitOfWork(AbstractUnitOfWork):
         expected_version: int | None,
         metadata: dict[str, Any] | None = None,
     ) -> None:
+        self._locked.clear()
         if expected_version is None:
             await eventstore.append(await self.connection(), stream_id, events, metadata=metadata)
         elif events:
@@ -140,6 +161,7 @@ class PostgresUnitOfWork(AbstractUnitOfWork):
         ungated: bool = False,
     ) -> eventstore.Recorded:
         # Outside a transaction this is the whole decision, committed by the one statement.
+        self._locked.clear()
         return await eventstore.record_if_current(
             await self._reader(), session_id, expected_count, events, blobs=dict(blobs or {}), ungated=ungated
         )
@@ -164,6 +186,7 @@ class PostgresUnitOfWork(AbstractUnitOfWork):
     async def claim_execution(
         self, consumer: str, message_id: str, execution_id: UUID, owner: str, ttl_s: float
     ) -> ExecutionClaim:
+        self._locked.clear()
         row = dict(
             await (await self._reader()).fetchrow(
                 CLAIM_EXECUTION, consumer, message_id, execution_id, owner, ttl_s, list(OPEN_STATUSES)
@@ -175,8 +198,18 @@ class PostgresUnitOfWork(AbstractUnitOfWork):
     async def lock_session(self, session_id: UUID, *, nowait: bool = False) -> Row | None:
         conn = await self.connection()
         if not nowait:
-            row = await conn.fetchrow("SELECT * FROM sessions WHERE session_id = $1 FOR UPDATE", session_id)
-            return dict(row) if row is not None else None
+            row = await conn.fetchrow(LOCK_SESSION, session_id, list(OPEN_STATUSES))
+            locked, run = row["locked"], row["open_run"]
+            if locked is None or locked["session_id"] is None:
+                return None
+            self._locked[session_id] = LockedReads(
+                {"message_id": row["queued_id"], "content": row["queued_content"]}
+                if row["queued_id"] is not None
+                else None,
+                dict(run) if run is not None and run["execution_id"] is not None else None,
+                [dict(child) for child in row["open_children"]],
+            )
+            return dict(locked)
         try:
             async with conn.transaction():  # a savepoint: a refused lock must not abort ours
                 row = await conn.fetchrow(
@@ -196,6 +229,8 @@ class PostgresUnitOfWork(AbstractUnitOfWork):
         return await eventstore.current_version(await self._reader(), stream_id)
 
     async def next_queued_input(self, session_id: UUID) -> Row | None:
+        if session_id in self._locked:
+            return self._locked[session_id].queued
         row = await (await self._reader()).fetchrow(
             """SELECT message_id, content FROM session_inputs
                WHERE session_id = $1 AND state = 'QUEUED' ORDER BY position LIMIT 1""",
@@ -219,10 +254,14 @@ class PostgresUnitOfWork(AbstractUnitOfWork):
         return dict(row) if row is not None else None
 
     async def open_execution_of(self, child_session_id: UUID) -> Row | None:
+        if child_session_id in self._locked:
+            return self._locked[child_session_id].open_run
         row = await (await self._reader()).fetchrow(OPEN_EXECUTION_OF, child_session_id, list(OPEN_STATUSES))
         return dict(row) if row is not None else None
 
     async def executions_of(self, parent_session_id: UUID, *, open_only: bool = False) -> list[Row]:
+        if open_only and parent_session_id in self._locked:
+            return list(self._locked[parent_session_id].open_children)
         statuses = list(OPEN_STATUSES) if open_only else None
         rows = await (await self._reader()).fetch(
             """SELECT * FROM executions WHERE parent_session_id = $1

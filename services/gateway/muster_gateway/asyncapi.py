@@ -13,19 +13,24 @@ from muster_runtime.asyncapi import Contract, Flow, build_document, events_flow
 from muster_runtime.settings import Settings
 
 from muster_gateway.bootstrap import LIVE_EVENTS, build_broker
+from muster_gateway.fanout import EventRow, Hub
+
+
+async def _no_reads(session_id: str, after_version: int, limit: int) -> list[EventRow]:
+    return []
 
 
 def _broker(settings: Settings) -> Any:
-    return build_broker(settings, lambda _session_id: None)
+    return build_broker(settings, Hub(_no_reads))
 
 
 CONTRACT = Contract(
     service="gateway",
-    description="The edge: WebSocket and REST. Consumes muster.events only as a doorbell for "
-    "live subscriptions (the events themselves are read from the event store); its "
-    "decisions write commands and events through the outbox.",
+    description="The edge: WebSocket and REST. Consumes muster.events for live subscriptions "
+    "(a record that directly follows a subscriber's cursor is handed out as it is; any gap is "
+    "read from the event store); its decisions write commands and events through the outbox.",
     build=_broker,
-    # The doorbell reads only the record key, never the value: the value is what is published.
+    # Records of streams nobody here watches are not parsed: the key says which stream.
     receives=Flow(LIVE_EVENTS, topics.EVENTS, payload=RecordedEvent, group="gateway-<instance_id>"),
     sends=(
         Flow(

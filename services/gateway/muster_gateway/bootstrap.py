@@ -38,9 +38,7 @@ LIVE_EVENTS = "gateway-live-events"  # the subscriber's AsyncAPI title
 TOOL_REQUESTED = b'"ToolRequested"'
 
 
-def build_broker(
-    settings: Settings, ring: Callable[[str], None], local: LocalTools | None = None
-) -> KafkaBroker:
+def build_broker(settings: Settings, hub: Hub, local: LocalTools | None = None) -> KafkaBroker:
     """The live-event consumer. Its own group per instance: every gateway must see every
     event, since any of them may hold a subscriber of any session."""
     # Our log format (per-message lines only at DEBUG), adaptive fetch wait, patient start.
@@ -53,18 +51,26 @@ def build_broker(
         ack_policy=AckPolicy.ACK,
         decoder=the_message,
         title=LIVE_EVENTS,
-        description="Doorbell for WebSocket subscribers: each record (keyed by its stream id) "
-        "names a stream that moved; the gateway then reads the new events from the event store.",
+        description="Live events for WebSocket subscribers: a record (keyed by its stream id) "
+        "that directly follows a subscriber's cursor is handed out as it is; otherwise it names "
+        "a stream that moved, and the gateway reads the new events from the event store.",
         **BATCH_OPTIONS,
         **consumer_options(settings),
     )
     async def on_events(msg: KafkaMessage) -> None:
-        # The record key is the stream id: no need to parse the payload to ring the hub.
-        # A keyless record cannot name a stream; skipping it loses nothing (the store is
-        # read on the next ring or poll).
+        # The record key is the stream id: only records of watched streams are parsed. A
+        # keyless record cannot name a stream; skipping it loses nothing (the store is read
+        # on the next ring or poll), nor does one that carries no event (the store is read).
         records = records_of(msg.raw_message)
-        for stream_id in {record.key for record in records if record.key}:
-            ring(stream_id.decode(errors="replace"))
+        for record in records:
+            stream_id = record.key.decode(errors="replace") if record.key else None
+            if stream_id is None or not hub.is_watched(stream_id):
+                continue
+            row = streams.published_row(record.value)
+            if row is None:
+                hub.ring(stream_id)
+            else:
+                hub.offer(stream_id, row)
         # A LOCAL client's tool request: a byte search, so other records cost no parsing.
         for record in records:
             if local is not None and record.key and record.value and TOOL_REQUESTED in record.value:
@@ -137,7 +143,7 @@ def build_app(settings: Settings, *, tokens: Mapping[str, str], kafka: bool = Tr
                 background("outbox-dispatch", dispatcher.run)
                 relay = OutboxRelay(pool, settings.database_url, publisher(producer))
                 background("outbox-relay", relay.run)
-                broker = build_broker(settings, hub.ring, local)
+                broker = build_broker(settings, hub, local)
                 await broker.start()
                 stack.push_async_callback(broker.stop)
             background("fanout-poller", hub.run_poller)

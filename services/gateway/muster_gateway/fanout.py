@@ -1,10 +1,15 @@
-"""Live subscriptions: Kafka rings the doorbell, the event store delivers.
+"""Live subscriptions: Kafka brings the next event or rings the doorbell, the event store
+fills any gap.
 
-A `muster.events` record only says "stream S moved". For a session with subscribers on this
-instance the hub reads `events` past the lowest subscriber cursor and hands each subscriber
-the rows past its own cursor, in stream order. Because every delivery comes from the log of
-record and every cursor only advances over rows it was handed, a subscriber sees no gap and
-no duplicate, whatever Kafka does (late, duplicated, lost, or replayed from the start).
+A `muster.events` record carries a stored event with its position and stream version. A
+subscriber whose cursor the record directly follows takes it as it is (`offer`): the record
+was published after its commit, so it is the log of record's row. For anyone else — a
+record missed, late or out of order, or a subscriber further back — the record only says
+"stream S moved": the hub reads `events` past the lowest subscriber cursor and hands each
+subscriber the rows past its own cursor, in stream order. Every hand-out is the version
+right after the cursor and every cursor only advances over rows it was handed, so a
+subscriber sees no gap and no duplicate, whatever Kafka does (late, duplicated, lost, or
+replayed from the start).
 
 Cursors are `(position, stream_version)`: clients speak positions, but the hub queries by
 version, which the `(stream_id, stream_version)` unique index serves directly. Within one
@@ -71,6 +76,9 @@ class Hub:
     def is_subscribed(self, sink: Sink, session_id: str) -> bool:
         return sink in self._subs.get(session_id, {})
 
+    def is_watched(self, session_id: str) -> bool:
+        return session_id in self._subs
+
     def subscription_count(self) -> int:
         return sum(len(subs) for subs in self._subs.values())
 
@@ -99,6 +107,18 @@ class Hub:
         self._dirty.add(session_id)
         if session_id not in self._pumps:
             self._pumps[session_id] = asyncio.create_task(self._pump(session_id))
+
+    def offer(self, session_id: str, row: EventRow) -> None:
+        """A stored event as published on `muster.events`: handed out at once to the
+        subscribers it directly follows, the store read for those it is ahead of."""
+        subs = self._subs.get(session_id)
+        if not subs:
+            return
+        following = [(sink, cursor) for sink, cursor in subs.items() if cursor.version == row.version - 1]
+        if following:
+            self._hand_out(session_id, row, following)
+        if any(cursor.version < row.version - 1 for cursor in self._subs.get(session_id, {}).values()):
+            self.ring(session_id)
 
     async def _pump(self, session_id: str) -> None:
         try:

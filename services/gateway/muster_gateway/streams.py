@@ -3,6 +3,10 @@ and the health probe."""
 
 from __future__ import annotations
 
+from datetime import datetime
+from typing import Any
+
+import orjson
 from muster_runtime.db import Pool
 
 from muster_gateway.fanout import Cursor, EventRow, Fetch
@@ -47,6 +51,25 @@ def event_fetcher(pool: Pool) -> Fetch:
         return [EventRow(r[0], r[1], r[2], r[3], r[4], r[5]) for r in rows]
 
     return fetch
+
+
+def published_row(value: bytes | None) -> EventRow | None:
+    """The stored event a `muster.events` record carries (`recorded_event`), or None when
+    the record is not one (the hub then reads the store instead)."""
+    try:
+        record: Any = orjson.loads(value or b"")
+        row = EventRow(
+            record["position"],
+            record["stream_version"],
+            datetime.fromisoformat(record["recorded_at"]),
+            record["type"],
+            record["schema_version"],
+            record["payload"],
+        )
+    except (orjson.JSONDecodeError, KeyError, TypeError, ValueError):
+        return None
+    well_formed = isinstance(row.position, int) and isinstance(row.version, int)
+    return row if well_formed and isinstance(row.type, str) and isinstance(row.payload, dict) else None
 
 
 async def healthy(pool: Pool) -> bool:

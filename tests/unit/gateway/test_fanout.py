@@ -179,3 +179,65 @@ async def test_unsubscribe_and_failures() -> None:
     finally:
         poller.cancel()
         await hub.close()
+
+
+async def test_an_offered_event_that_follows_the_cursor_needs_no_read() -> None:
+    store, sink = Store(), Sink()
+    hub = Hub(store.fetch)
+    store.append("s")
+    hub.subscribe(sink, "s", Cursor(1, 1))
+    await settle()
+    reads = store.fetches
+    for _ in range(3):
+        hub.offer("s", store.append("s"))
+    assert sink.positions() == [2, 3, 4]  # handed out at once, in order
+    await settle()
+    assert store.fetches == reads
+
+
+async def test_an_offered_event_past_a_gap_is_served_from_the_store() -> None:
+    store, sink = Store(), Sink()
+    hub = Hub(store.fetch)
+    hub.subscribe(sink, "s", Cursor(0, 0))
+    await settle()
+    store.append("s")  # its record is late
+    second = store.append("s")
+    hub.offer("s", second)
+    assert sink.positions() == []  # not past the missing version 1
+    await settle()
+    assert sink.positions() == [1, 2]
+    hub.offer("s", second)  # the late or repeated record: already seen
+    hub.offer("s", store.rows["s"][0])
+    await settle()
+    assert sink.positions() == [1, 2]
+
+
+async def test_offers_serve_each_subscriber_from_its_own_cursor() -> None:
+    store, ahead, behind = Store(), Sink(), Sink()
+    hub = Hub(store.fetch)
+    for _ in range(3):
+        store.append("s")
+    hub.subscribe(ahead, "s", Cursor(3, 3))
+    hub.subscribe(behind, "s", Cursor(1, 1))
+    await settle()
+    assert behind.positions() == [2, 3]
+    store.gate = asyncio.Event()  # the store read the next gap needs is held up
+    fourth = store.append("s")
+    hub.offer("s", fourth)
+    assert ahead.positions() == [4] and behind.positions() == [2, 3, 4]
+    hub.unsubscribe(behind, "s")
+    hub.subscribe(behind, "s", Cursor(1, 1))  # rejoins further back: needs the store
+    hub.offer("s", store.append("s"))
+    assert ahead.positions() == [4, 5]
+    store.gate.set()
+    await settle()
+    assert behind.positions() == [2, 3, 4, 2, 3, 4, 5]
+    assert ahead.positions() == [4, 5]
+
+
+async def test_offers_for_unwatched_streams_are_ignored() -> None:
+    store = Store()
+    hub = Hub(store.fetch)
+    hub.offer("nobody", store.append("nobody"))
+    await settle()
+    assert store.fetches == 0 and not hub.is_watched("nobody")

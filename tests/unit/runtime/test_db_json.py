@@ -6,7 +6,7 @@ import json
 from typing import Any
 
 import pytest
-from muster_runtime.db import decode_json, encode_json
+from muster_runtime.db import _decode_jsonb, _encode_jsonb, decode_json, json_bytes
 
 VALUES: list[Any] = [
     {"a": 1, "b": [1.5, -0.0, 1e16, 0.1, None, True], "nested": {"x": "y"}},
@@ -22,7 +22,7 @@ VALUES: list[Any] = [
 
 @pytest.mark.parametrize("value", VALUES)
 def test_encoding_means_what_json_dumps_meant(value: Any) -> None:
-    assert json.loads(encode_json(value)) == json.loads(json.dumps(value))
+    assert json.loads(json_bytes(value)) == json.loads(json.dumps(value))
 
 
 TEXTS = [
@@ -38,9 +38,9 @@ TEXTS = [
 
 @pytest.mark.parametrize("text", TEXTS)
 def test_decoding_reads_what_json_loads_read(text: str) -> None:
-    decoded = decode_json(text)
+    decoded = decode_json(text.encode())
     expected = json.loads(text)
-    assert decoded == expected
+    assert decoded == expected == decode_json(text)
     assert json.dumps(decoded) == json.dumps(expected)  # same types (int stays int)
 
 
@@ -48,4 +48,16 @@ def test_unencodable_values_still_fail_as_before() -> None:
     from decimal import Decimal
 
     with pytest.raises(TypeError):
-        encode_json({"d": Decimal("1.5")})
+        json_bytes({"d": Decimal("1.5")})
+
+
+@pytest.mark.parametrize("value", VALUES[:4])
+def test_jsonb_binary_format_round_trips(value: Any) -> None:
+    data = _encode_jsonb(value)
+    assert data[:1] == b"\x01"  # the format version PostgreSQL writes and expects
+    assert _decode_jsonb(data) == json.loads(json.dumps(value))
+
+
+def test_an_unknown_jsonb_format_version_is_refused() -> None:
+    with pytest.raises(ValueError, match="version"):
+        _decode_jsonb(b"\x02{}")

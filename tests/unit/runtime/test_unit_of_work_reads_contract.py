@@ -4,6 +4,7 @@ results, usage and leases, each as the projections after the events appended."""
 
 from __future__ import annotations
 
+import asyncio
 from datetime import UTC, datetime, timedelta
 from uuid import UUID, uuid4
 
@@ -209,3 +210,48 @@ async def test_a_run_is_claimed_once_by_one_live_owner_and_only_while_open(work:
         ended = await uow.claim_execution("worker", "m4", execution, "w1", 60)
     assert ended.first and not ended.leased and ended.execution is not None
     assert ended.execution["status"] == "COMPLETED"
+
+
+async def test_reads_under_a_lock_see_what_committed_while_it_waited_and_the_decisions_own_writes(
+    work: Harness,
+) -> None:
+    parent, child = await new_session(work), await new_session(work)
+    mine, sibling = uuid4(), uuid4()
+    async with work.uow() as uow:
+        await uow.append(str(mine), [started(mine, parent, child, "a")], expected_version=0)
+        await uow.append(str(sibling), [started(sibling, parent, uuid4(), "b")], expected_version=0)
+    holds, release = asyncio.Event(), asyncio.Event()
+    queued = ev.UserMessageQueued(message_id=uuid4(), content="later")
+
+    async def sibling_finishes() -> None:
+        async with work.uow() as uow:
+            row = await uow.lock_session(parent)
+            assert row is not None and len(await uow.executions_of(parent, open_only=True)) == 2
+            holds.set()
+            await release.wait()
+            await uow.append(str(sibling), [ev.ExecutionFinished(status="COMPLETED")], expected_version=1)
+            await uow.append(str(parent), [queued], expected_version=row["version"])
+
+    async def last_child_closes() -> tuple[set[UUID], UUID | None, UUID | None, list[UUID]]:
+        await holds.wait()
+        async with work.uow() as uow:
+            assert await uow.lock_session(child) is not None
+            run = await uow.open_execution_of(child)
+            row = await uow.lock_session(parent)  # granted once the sibling's close committed
+            assert row is not None
+            still_open = {e["execution_id"] for e in await uow.executions_of(parent, open_only=True)}
+            waiting = await uow.next_queued_input(parent)
+            await uow.append(str(mine), [ev.ExecutionFinished(status="COMPLETED")], expected_version=1)
+            after_mine = [e["execution_id"] for e in await uow.executions_of(parent, open_only=True)]
+        return still_open, (run or {}).get("execution_id"), (waiting or {}).get("message_id"), after_mine
+
+    task = asyncio.create_task(sibling_finishes())
+    closing = asyncio.create_task(last_child_closes())
+    await holds.wait()
+    release.set()
+    await task
+    still_open, run, waiting, after_mine = await closing
+    assert run == mine
+    assert still_open == {mine}  # the sibling's finish, committed while this waited
+    assert waiting == queued.message_id
+    assert after_mine == []  # the decision's own append is read back
