@@ -5,12 +5,14 @@ from __future__ import annotations
 import os
 import signal
 from pathlib import Path
+from urllib.parse import urlsplit
 
 import asyncpg
 import httpx
 import psutil
 import pytest
 from aiokafka.admin import AIOKafkaAdminClient
+from muster_launcher.postgres import services_url
 from muster_launcher.tokens import parse_tokens_file
 from muster_runtime.topics import partitions
 
@@ -55,18 +57,27 @@ async def test_database_migrated(cluster: Launcher) -> None:
         await conn.close()
 
 
-def test_services_get_environment(cluster: Launcher) -> None:
+async def test_services_get_environment(cluster: Launcher) -> None:
+    given = bool(os.environ.get("DATABASE_URL"))
+    # The launcher's own PostgreSQL: the services use its Unix socket, people its TCP port.
+    expected = cluster.database_url if given else services_url(cluster.data_dir, urlsplit(cluster.database_url).port or 0)
+    assert given or "host=/" in expected
     for name in ("gateway", "harness", "subagent-worker", "recovery"):
         proc = psutil.Process(cluster.service_pid(name))
         assert f"muster-{name}" in " ".join(proc.cmdline())
         env = proc.environ()
-        assert env["DATABASE_URL"] == cluster.database_url
+        assert env["DATABASE_URL"] == expected
         assert env["KAFKA_BOOTSTRAP_SERVERS"] == cluster.kafka_bootstrap
         assert env["MUSTER_DATA_DIR"] == str(cluster.data_dir)
         assert env["MUSTER_GATEWAY_PORT"] == cluster.env["MUSTER_GATEWAY_PORT"]
         assert env["PYTHONUNBUFFERED"] == "1"
         tokens = parse_tokens_file(Path(env["MUSTER_TOKENS_FILE"]).read_text())
         assert tokens == {"tok-alice": "alice", "tok-bob": "bob"}
+    conn = await asyncpg.connect(expected)  # the socket URL reaches the same database
+    try:
+        assert await conn.fetchval("SELECT to_regclass('alembic_version') IS NOT NULL")
+    finally:
+        await conn.close()
 
 
 def test_killed_service_is_restarted_infra_untouched(cluster: Launcher) -> None:

@@ -13,6 +13,7 @@ import signal
 import stat
 import warnings
 from pathlib import Path
+from urllib.parse import quote
 
 import asyncpg
 import psutil
@@ -105,6 +106,23 @@ def postgres_url(port: int, database: str = DATABASE) -> str:
     return f"postgresql://postgres@127.0.0.1:{port}/{database}"
 
 
+def socket_dir_of(data_dir: Path, port: int) -> str:
+    """Where the server puts its Unix socket: in its data dir, or "" (TCP only) when that
+    path would be too long for an AF_UNIX address."""
+    pgdata = (data_dir / "postgres").resolve()
+    return str(pgdata) if len(f"{pgdata}/.s.PGSQL.{port}") < _MAX_SOCKET_PATH else ""
+
+
+def services_url(data_dir: Path, port: int, database: str = DATABASE) -> str:
+    """The URL the services on this machine use: the Unix socket when there is one. A
+    statement costs the client about a third less CPU over it than over loopback TCP (and
+    the server less too); people and tools keep the TCP URL (`postgres_url`)."""
+    socket_dir = socket_dir_of(data_dir, port)
+    if not socket_dir:
+        return postgres_url(port, database)
+    return f"postgresql://postgres@/{database}?host={quote(socket_dir)}&port={port}"
+
+
 async def wait_ready(port: int, within: float = 30.0) -> None:
     """Wait until the server accepts connections, then make sure our database exists."""
     # CannotConnectNow ("the database system is starting up") is a PostgresError.
@@ -129,7 +147,7 @@ async def wait_ready(port: int, within: float = 30.0) -> None:
 
 def postgres_spec(data_dir: Path, port: int) -> ChildSpec:
     pgdata = (data_dir / "postgres").resolve()
-    socket_dir = str(pgdata) if len(f"{pgdata}/.s.PGSQL.{port}") < _MAX_SOCKET_PATH else ""
+    socket_dir = socket_dir_of(data_dir, port)
     argv = [str(POSTGRES_BIN_PATH / "postgres"), "-D", str(pgdata), "-h", "127.0.0.1"]
     argv += ["-p", str(port), "-k", socket_dir, "-c", "max_connections=200"]
 

@@ -58,13 +58,15 @@ async def _start_all(
     data_dir, gateway_port = settings.data_dir, settings.gateway_port
     database_url = settings.database_url.strip()
     bootstrap = settings.kafka_bootstrap_servers.strip()
+    services_database_url = database_url
     infra: list[Awaitable[object]] = []
     if not database_url:
-        from .postgres import postgres_spec, postgres_url
+        from .postgres import postgres_spec, postgres_url, services_url
 
         # A port chosen now is kept for the server's restarts.
         pg_port = settings.pg_port or free_port()
         database_url = postgres_url(pg_port)
+        services_database_url = services_url(data_dir, pg_port)
         infra.append(sup.start(postgres_spec(data_dir, pg_port)))
     if not bootstrap:
         from .broker import broker_spec
@@ -82,7 +84,7 @@ async def _start_all(
     log(f"database migrated in {time.monotonic() - started:.1f}s")
     env = service_env(
         environ,
-        database_url=database_url,
+        database_url=services_database_url,
         bootstrap=bootstrap,
         data_dir=data_dir,
         tokens_file=tokens_file,
