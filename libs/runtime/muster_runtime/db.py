@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import re
 from typing import Any, TypeAlias
 
 import asyncpg
@@ -15,8 +14,10 @@ UniqueViolation = asyncpg.UniqueViolationError
 
 
 # orjson reads integers beyond 64 bits as floats (losing digits) where `json` keeps them
-# exact: a text with 19 or more digits in a row is read by `json`.
-_LONG_NUMBER = re.compile(rb"\d{19}")
+# exact: a text with 19 or more digits in a row is read by `json`. Found by mapping every
+# digit to "0" and everything else to " " (C speed; a regex took ten times as long).
+_DIGITS_AS_ZEROS = bytes(0x30 if 0x30 <= b <= 0x39 else 0x20 for b in range(256))
+_LONG_NUMBER = b"0" * 19
 # jsonb's binary format is a version byte, then the JSON text; json's is the text.
 _JSONB_VERSION = b"\x01"
 
@@ -36,7 +37,7 @@ def decode_json(text: str | bytes) -> Any:
     """The value of a json/jsonb column, as `json.loads` would read it."""
     if isinstance(text, str):
         text = text.encode()
-    if _LONG_NUMBER.search(text) is None:
+    if _LONG_NUMBER not in text.translate(_DIGITS_AS_ZEROS):
         try:
             return orjson.loads(text)
         except orjson.JSONDecodeError:

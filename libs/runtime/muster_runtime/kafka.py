@@ -4,12 +4,14 @@ the relay's producer, and the dead-letter topic."""
 from __future__ import annotations
 
 import asyncio
+import functools
 import json
 import logging
 from typing import Any
 
 from aiokafka import AIOKafkaProducer
 from aiokafka.errors import KafkaConnectionError
+from aiokafka.partitioner import DefaultPartitioner, murmur2
 
 from muster_runtime import retrying, topics
 from muster_runtime.outbox import Publish, Record
@@ -29,6 +31,20 @@ def consumer_options(settings: Settings) -> dict[str, Any]:
     }
 
 
+@functools.lru_cache(maxsize=65_536)
+def _hashed(key: bytes) -> int:
+    return int(murmur2(key)) & 0x7FFFFFFF
+
+
+def keyed_partitioner(key: bytes | None, all_partitions: list[int], available: list[int]) -> int:
+    """aiokafka's default partitioner (murmur2 of the key, as Java clients do), with the
+    hash of a key remembered: a session's id keys dozens of records a turn, and the hash
+    is pure Python."""
+    if key is None:
+        return int(DefaultPartitioner()(key, all_partitions, available))
+    return all_partitions[_hashed(key) % len(all_partitions)]
+
+
 async def start_producer(settings: Settings, *, within_s: float = 60.0) -> AIOKafkaProducer:
     """Connect a producer, retrying with backoff while the broker is unreachable (it may
     be restarting), so a service waits for it instead of crash-looping."""
@@ -42,6 +58,7 @@ async def start_producer(settings: Settings, *, within_s: float = 60.0) -> AIOKa
             linger_ms=0,
             enable_idempotence=False,
             max_request_size=8 * 1024 * 1024,
+            partitioner=keyed_partitioner,
         )
         try:
             await producer.start()

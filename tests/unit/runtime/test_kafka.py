@@ -46,3 +46,17 @@ async def test_a_service_broker_gives_up_after_its_wait() -> None:
     broker.connect_within_s = 0.3  # type: ignore[attr-defined]
     with pytest.raises(KafkaConnectionError):
         await broker.connect()
+
+
+def test_the_keyed_partitioner_places_keys_as_the_default_one_does() -> None:
+    from uuid import uuid4
+
+    from aiokafka.partitioner import DefaultPartitioner
+    from muster_runtime.kafka import keyed_partitioner
+
+    partitions = [0, 1, 2, 3]
+    for key in [str(uuid4()).encode() for _ in range(200)] + [b"", b"k"]:
+        expected = DefaultPartitioner()(key, partitions, partitions)
+        assert keyed_partitioner(key, partitions, partitions) == expected
+        assert keyed_partitioner(key, partitions[:3], partitions[:3]) == DefaultPartitioner()(key, [0, 1, 2], [])
+    assert keyed_partitioner(None, partitions, [2]) == 2  # keyless: an available partition

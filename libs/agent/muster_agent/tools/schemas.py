@@ -3,10 +3,11 @@ the argument models in `arguments.py` (the same models validate the calls)."""
 
 from __future__ import annotations
 
-import copy
+import functools
 from collections.abc import Iterable
 from typing import Any
 
+from muster_runtime.db import decode_json, json_bytes
 from pydantic.json_schema import GenerateJsonSchema, JsonSchemaValue
 from pydantic_core import core_schema
 
@@ -70,10 +71,16 @@ ALL_TOOL_NAMES: frozenset[str] = LOCAL_TOOL_NAMES | DELEGATION_TOOL_NAMES | USER
 
 def tool_schemas(allowed: Iterable[str]) -> list[dict[str, Any]]:
     """The schemas of the `allowed` tools, in the fixed order of `ALL_ARGUMENTS`. An unknown
-    name is a configuration mistake (a typo in an agent definition) and raises ValueError."""
-    wanted = set(allowed)
+    name is a configuration mistake (a typo in an agent definition) and raises ValueError.
+    Copies: callers may mutate what they send, never the shared table. Each agent's set is
+    encoded once and decoded per model call, several times cheaper than a deep copy."""
+    copied: list[dict[str, Any]] = decode_json(_encoded(frozenset(allowed)))
+    return copied
+
+
+@functools.cache
+def _encoded(wanted: frozenset[str]) -> bytes:
     unknown = wanted - set(_SCHEMAS)
     if unknown:
         raise ValueError(f"unknown tool name(s): {', '.join(sorted(unknown))}")
-    # Copies: callers may mutate what they send, never the shared table.
-    return [copy.deepcopy(schema) for name, schema in _SCHEMAS.items() if name in wanted]
+    return json_bytes([schema for name, schema in _SCHEMAS.items() if name in wanted])
