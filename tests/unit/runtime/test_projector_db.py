@@ -86,6 +86,9 @@ async def test_changes_apply_as_if_one_event_at_a_time(database: tuple[str, Pool
     assert session is not None
     assert (session["phase"], session["last_error"], session["recoveries"]) == ("FAILED", "boom", 1)
     assert (session["message_count"], session["version"]) == (3, 16)  # 16: ExecutionStatusChanged
+    failed = await pool.fetchval(
+        "SELECT position FROM events WHERE stream_id = $1 AND payload->>'phase' = 'FAILED'", str(ids["sid"]))
+    assert session["turn_ended_position"] == failed  # the turn end rides on the row's update
     one = await pool.fetchrow("SELECT * FROM executions WHERE execution_id = $1", ids["one"])
     assert one is not None
     assert (one["status"], one["result"], one["rounds"], one["tool_calls"]) == ("RECOVERING", "r", 2, 3)
@@ -108,6 +111,18 @@ async def test_every_range_size_replays_the_live_rows(database: tuple[str, Pool]
         assert report.equal, report
         assert (await rebuild.rebuild(conn, batch=batch)).events == report.events
         assert (await rebuild.check(conn)).equal
+
+
+async def test_the_projectors_join_their_changes_by_primary_key(database: tuple[str, Pool]) -> None:
+    # They plan once per connection (a generic plan), so the settings, not the table sizes
+    # at planning time, must keep each set-based UPDATE a nested loop over the index.
+    _, pool = database
+    settings = dict(await pool.fetch(
+        "SELECT proname, proconfig FROM pg_proc"
+        " WHERE proname IN ('muster_project', 'muster_project_positions')"))
+    for name in ("muster_project", "muster_project_positions"):
+        assert {"enable_hashjoin=off", "enable_mergejoin=off", "enable_seqscan=off",
+                "plan_cache_mode=force_generic_plan"} <= set(settings[name]), name
 
 
 def _downgrade(url: str, revision: str) -> None:

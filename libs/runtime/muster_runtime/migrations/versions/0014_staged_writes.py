@@ -22,13 +22,19 @@ RANGE_HEAD = "CREATE OR REPLACE FUNCTION muster_project(p_stream text, p_first b
 RANGE_READ = "WHERE position BETWEEN p_first AND p_last AND (p_stream IS NULL OR stream_id = p_stream);"
 
 
-def project_positions_function() -> str:
-    """0012's projector, reading the events at the given positions instead of a range."""
-    previous: str = migration_module("0012_session_waits.py").project_function()
-    assert previous.count(RANGE_HEAD) == 1 and previous.count(RANGE_READ) == 1, "0012's projector changed"
-    return previous.replace(
+def positions_variant(range_function: str) -> str:
+    """A range projector's text, reading the events at the given positions instead."""
+    assert range_function.count(RANGE_HEAD) == 1 and range_function.count(RANGE_READ) == 1, (
+        "the range projector changed"
+    )
+    return range_function.replace(
         RANGE_HEAD, "CREATE OR REPLACE FUNCTION muster_project_positions(p_positions bigint[])", 1
     ).replace(RANGE_READ, "WHERE position = ANY (p_positions);", 1)
+
+
+def project_positions_function() -> str:
+    """0012's projector, reading the events at the given positions instead of a range."""
+    return positions_variant(migration_module("0012_session_waits.py").project_function())
 
 
 APPEND_ALL = r"""
