@@ -65,15 +65,15 @@ class StepOutcome:
 Step = tuple[str, SessionState | None]  # the outcome, and the state to go on with (None: reload)
 
 
-async def run_until_idle(deps: LoopDeps, session_id: UUID) -> str:
-    """Step until the turn ends or waits. The history is loaded once; each step carries the
-    state forward from its own records and reloads only when another writer moved first."""
+async def run_until_idle(deps: LoopDeps, session_id: UUID, state: SessionState | None = None) -> str:
+    """Step until the turn ends or waits. The history is loaded once (or comes in `state`,
+    as read by the caller's claim); each step carries the state forward from its own
+    records and reloads only when another writer moved first."""
     with tracing.span("session loop", {"muster.session_id": str(session_id)}):
-        return await _steps(deps, session_id)
+        return await _steps(deps, session_id, state)
 
 
-async def _steps(deps: LoopDeps, session_id: UUID) -> str:
-    state: SessionState | None = None
+async def _steps(deps: LoopDeps, session_id: UUID, state: SessionState | None) -> str:
     while True:
         outcome, state = await _step_or_reload(deps, session_id, state)
         if outcome != StepOutcome.CONTINUE:

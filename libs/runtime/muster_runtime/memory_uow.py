@@ -176,7 +176,8 @@ class InMemoryUnitOfWork(AbstractUnitOfWork):
         open_ = execution is not None and execution["status"] in OPEN_STATUSES
         leased = first and open_ and await self.try_lease(str(execution_id), owner, ttl_s)
         child = self._tables.sessions.get(execution["child_session_id"]) if execution else None
-        return ExecutionClaim(first, execution, leased, child["phase"] if child else None)
+        state = await self.session_state(child["session_id"]) if leased and child else None
+        return ExecutionClaim(first, execution, leased, child["phase"] if child else None, state)
 
     async def lock_session(self, session_id: UUID, *, nowait: bool = False) -> Row | None:
         row = self._tables.sessions.get(session_id)

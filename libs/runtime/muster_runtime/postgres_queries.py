@@ -7,19 +7,19 @@ from uuid import UUID
 
 from muster_runtime.unit_of_work import SessionSnapshot
 
-# One round trip: the session's row, its visible history, its started tool calls and its
-# latest compaction.
-LOAD_STATE = """
-SELECT s.*,
+# What a session `s` holds besides its row: its visible history, its started tool calls and
+# its latest compaction.
+STATE_READS = """
     (SELECT json_agg(json_build_object('message_id', m.message_id, 'seq', m.seq, 'role', m.role,
                 'content', m.content, 'tool_calls', m.tool_calls, 'tool_call_id', m.tool_call_id,
                 'usage', m.usage)
             ORDER BY m.seq)
      FROM messages m WHERE m.session_id = s.session_id AND NOT m.discarded) AS history,
     (SELECT array_agg(t.tool_call_id) FROM tool_runs t WHERE t.session_id = s.session_id) AS started,
-    (SELECT row_to_json(c) FROM compactions c WHERE c.session_id = s.session_id) AS compaction
-FROM sessions s WHERE s.session_id = $1
-"""
+    (SELECT row_to_json(c) FROM compactions c WHERE c.session_id = s.session_id) AS compaction"""
+
+# One round trip: the session's row and the rest of its state.
+LOAD_STATE = f"SELECT s.*, {STATE_READS}\nFROM sessions s WHERE s.session_id = $1"
 
 # The session's row locked, then (each read after the lock, migration 0015) its oldest
 # queued input, its open execution as a child and its open executions as a parent.
@@ -37,8 +37,10 @@ ORDER BY started_at
 
 # A worker's claim of a `RunExecution` in one statement (no BEGIN, no COMMIT): the message
 # recorded as processed, and the execution's lease taken when the message is new and the
-# execution open; the execution row and its child's phase come back.
-CLAIM_EXECUTION = """
+# execution open; the execution row and its child's phase come back, and the child's whole
+# state when the lease was taken (the claim writes nothing of the child's, so it is the state
+# the run starts from; the subqueries run only then).
+CLAIM_EXECUTION = f"""
 WITH first AS (
     INSERT INTO processed_messages (consumer, message_id) VALUES ($1, $2)
     ON CONFLICT DO NOTHING RETURNING true),
@@ -50,13 +52,16 @@ lease AS (
     ON CONFLICT (resource_id) DO UPDATE
         SET owner = EXCLUDED.owner, expires_at = EXCLUDED.expires_at
         WHERE leases.expires_at < now() OR leases.owner = EXCLUDED.owner
-    RETURNING owner)
-SELECT EXISTS (SELECT 1 FROM first) AS claim_first,
-    coalesce((SELECT owner FROM lease) = $4, false) AS claim_leased,
-    s.phase AS claim_child_phase, e.*
-FROM (SELECT 1) AS one
+    RETURNING owner),
+claimed AS (SELECT coalesce((SELECT owner FROM lease) = $4, false) AS leased)
+SELECT EXISTS (SELECT 1 FROM first) AS claim_first, c.leased AS claim_leased,
+    s.phase AS claim_child_phase, st.child AS claim_child, st.history AS claim_history,
+    st.started AS claim_started, st.compaction AS claim_compaction, e.*
+FROM claimed c
 LEFT JOIN executions e ON e.execution_id = $3::uuid
 LEFT JOIN sessions s ON s.session_id = e.child_session_id
+LEFT JOIN LATERAL (SELECT s AS child, {STATE_READS}
+                   WHERE c.leased AND s.session_id IS NOT NULL) st ON true
 """
 
 STORE_BLOBS = """
@@ -64,6 +69,16 @@ INSERT INTO blobs (sha256, content, size)
 SELECT * FROM unnest($1::text[], $2::text[], $3::int[])
 ON CONFLICT (sha256) DO NOTHING
 """
+
+
+def claimed_state(row: dict[str, Any]) -> SessionSnapshot | None:
+    """The child's state out of a `CLAIM_EXECUTION` row (its columns popped)."""
+    child, history, started, compaction = (
+        row.pop(f"claim_{name}") for name in ("child", "history", "started", "compaction")
+    )
+    if child is None:
+        return None
+    return snapshot({**dict(child), "history": history, "started": started, "compaction": compaction})
 
 
 def snapshot(row: Any) -> SessionSnapshot | None:

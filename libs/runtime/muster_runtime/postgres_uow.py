@@ -39,6 +39,7 @@ from muster_runtime.postgres_queries import (
     OPEN_EXECUTION_OF,
     STORE_BLOBS,
     UNDELIVERED,
+    claimed_state,
     snapshot,
 )
 from muster_runtime.unit_of_work import (
@@ -193,7 +194,8 @@ class PostgresUnitOfWork(AbstractUnitOfWork):
             )
         )
         first, leased, phase = row.pop("claim_first"), row.pop("claim_leased"), row.pop("claim_child_phase")
-        return ExecutionClaim(first, row if row["execution_id"] is not None else None, leased, phase)
+        state = claimed_state(row)
+        return ExecutionClaim(first, row if row["execution_id"] is not None else None, leased, phase, state)
 
     async def lock_session(self, session_id: UUID, *, nowait: bool = False) -> Row | None:
         conn = await self.connection()

@@ -60,6 +60,9 @@ class ExecutionClaim:
     execution: Row | None  # None: no such execution
     leased: bool  # this owner holds the execution's lease now
     child_phase: str | None
+    # The child's state as the claim read it, when this owner took the lease (else None):
+    # the run's first step needs no read of its own.
+    child_state: SessionSnapshot | None = None
 
 
 class AbstractUnitOfWork(abc.ABC):

@@ -11,6 +11,7 @@ from uuid import UUID
 from muster_agent import session_store as store
 from muster_agent.loop import LoopDeps, run_until_idle
 from muster_agent.runners import Runners
+from muster_agent.session_state import snapshot_state
 from muster_agent.stopping import DEADLINE_PASSED, stop_execution
 from muster_contracts import events as ev
 from muster_contracts.commands import CancelExecution, RunExecution
@@ -49,7 +50,12 @@ async def run_execution(cmd: RunExecution, deps: WorkerDeps) -> None:
     if not claim.leased:
         return  # ended, or another live worker runs it
     child = execution["child_session_id"]
+    # The first step starts from the state the claim read, unless the child is revived
+    # first (then it reads its own); a state gone stale meanwhile fails its first record
+    # and is read again, like any lost race.
+    state = snapshot_state(claim.child_state)
     if claim.child_phase not in (*store.RUNNING_PHASES, *store.WAITING_PHASES, *STOPPED):
+        state = None
         async with deps.loop.uows() as uow:
             await revive_child(uow, key, child)
     log.info(
@@ -69,7 +75,7 @@ async def run_execution(cmd: RunExecution, deps: WorkerDeps) -> None:
         budget = max(0.0, (deadline - datetime.now(UTC)).total_seconds())
         try:
             async with asyncio.timeout(budget) as limit:
-                outcome = await run_until_idle(deps.loop, child)
+                outcome = await run_until_idle(deps.loop, child, state)
         except TimeoutError:
             if not limit.expired():
                 raise

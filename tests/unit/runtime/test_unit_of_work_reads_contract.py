@@ -192,19 +192,24 @@ async def test_a_run_is_claimed_once_by_one_live_owner_and_only_while_open(work:
     execution = uuid4()
     async with work.uow() as uow:
         await uow.append(str(execution), [started(execution, parent, child, "a")], expected_version=0)
-        await uow.append(str(child), [ev.SessionPhaseChanged(phase="RUNNING")], expected_version=1)
+        task = ev.MessageRecorded(message_id=uuid4(), seq=1, role="USER", content="the task")
+        await uow.append(str(child), [task, ev.SessionPhaseChanged(phase="RUNNING")], expected_version=1)
     async with work.uow() as uow:
         claim = await uow.claim_execution("worker", "m1", execution, "w1", 60)
     assert (claim.first, claim.leased, claim.child_phase) == (True, True, "RUNNING")
     assert claim.execution is not None and claim.execution["child_session_id"] == child
     assert claim.execution["deadline_at"] > datetime.now(UTC)  # the row as `execution` reads it
     async with work.uow() as uow:
+        assert claim.child_state == await uow.session_state(child)  # the run's first read, done
+    assert claim.child_state is not None and claim.child_state.row["phase"] == "RUNNING"
+    assert [m["content"] for m in claim.child_state.messages] == ["the task"]
+    async with work.uow() as uow:
         again = await uow.claim_execution("worker", "m1", execution, "w2", 60)  # a redelivery
         other = await uow.claim_execution("worker", "m2", execution, "w2", 60)  # the lease is live
         unknown = await uow.claim_execution("worker", "m3", uuid4(), "w2", 60)
-    assert (again.first, again.leased) == (False, False)
-    assert (other.first, other.leased) == (True, False)
-    assert (unknown.first, unknown.execution, unknown.leased) == (True, None, False)
+    assert (again.first, again.leased, again.child_state) == (False, False, None)
+    assert (other.first, other.leased, other.child_state) == (True, False, None)
+    assert (unknown.first, unknown.execution, unknown.leased, unknown.child_state) == (True, None, False, None)
     async with work.uow() as uow:
         await uow.append(str(execution), [ev.ExecutionFinished(status="COMPLETED", result="r")], expected_version=1)
         ended = await uow.claim_execution("worker", "m4", execution, "w1", 60)
