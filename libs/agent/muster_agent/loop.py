@@ -53,6 +53,9 @@ class LoopDeps:
     workspaces: Path
     delegation: ToolHook | None = None
     on_close: CloseHook | None = None
+    # The hook locks the session's parent (a subagent's close): the close locks it right
+    # after the session, in the same round trip.
+    on_close_locks_parent: bool = False
     budget: Budget = field(default_factory=Budget)
 
 
@@ -237,12 +240,11 @@ async def _close_turn(
         if failure
         else ev.SessionPhaseChanged(phase="COMPLETED")
     )
+    parent = state.parent_session_id if deps.on_close_locks_parent else None
     async with deps.uows() as uow:
-        row, found = await store.lock_if_current(uow, state.session_id, state.message_count)
+        row, found = await store.lock_if_current(uow, state.session_id, state.message_count, then=parent)
         if row is None or found != store.Lock.CURRENT:
             return (StepOutcome.CONTINUE if found == store.Lock.MOVED else StepOutcome.IDLE), None
-        # Read before the close hook, which may lock the parent: its lock is held for as few
-        # statements as possible (siblings finishing at once queue behind it).
         queued = await uow.next_queued_input(state.session_id)
         if deps.on_close is not None:
             await deps.on_close(uow, state, final, phase)

@@ -59,10 +59,11 @@ class Lock:
 
 
 async def lock_if_current(
-    uow: AbstractUnitOfWork, session_id: UUID, expected_count: int
+    uow: AbstractUnitOfWork, session_id: UUID, expected_count: int, *, then: UUID | None = None
 ) -> tuple[Row | None, str]:
-    """Lock the session row and compare it with what the caller decided on."""
-    row = await uow.lock_session(session_id)
+    """Lock the session row (and `then` right after it, see `lock_session`) and compare it
+    with what the caller decided on."""
+    row = await uow.lock_session(session_id, then=then)
     if row is None or row["phase"] not in RUNNING_PHASES:
         return row, Lock.GONE
     if row["message_count"] != expected_count:

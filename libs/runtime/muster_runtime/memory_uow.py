@@ -179,7 +179,9 @@ class InMemoryUnitOfWork(AbstractUnitOfWork):
         state = await self.session_state(child["session_id"]) if leased and child else None
         return ExecutionClaim(first, execution, leased, child["phase"] if child else None, state)
 
-    async def lock_session(self, session_id: UUID, *, nowait: bool = False) -> Row | None:
+    async def lock_session(
+        self, session_id: UUID, *, nowait: bool = False, then: UUID | None = None
+    ) -> Row | None:
         row = self._tables.sessions.get(session_id)
         return dict(row) if row is not None else None
 

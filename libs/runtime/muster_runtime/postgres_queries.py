@@ -24,6 +24,13 @@ LOAD_STATE = f"SELECT s.*, {STATE_READS}\nFROM sessions s WHERE s.session_id = $
 # The session's row locked, then (each read after the lock, migration 0015) its oldest
 # queued input, its open execution as a child and its open executions as a parent.
 LOCK_SESSION = "SELECT * FROM muster_lock_session($1, $2::text[])"
+# Several sessions in one round trip, locked one after another in the array's order (a
+# child before its parent), each with its reads after its own lock.
+LOCK_SESSIONS = """
+SELECT l.* FROM unnest($1::uuid[]) WITH ORDINALITY AS s(id, n),
+    LATERAL muster_lock_session(s.id, $2::text[]) AS l
+ORDER BY s.n
+"""
 
 OPEN_EXECUTION_OF = """
 SELECT * FROM executions WHERE child_session_id = $1 AND status = ANY($2::text[])

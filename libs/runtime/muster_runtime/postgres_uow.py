@@ -36,6 +36,7 @@ from muster_runtime.postgres_queries import (
     CLAIM_EXECUTION,
     LOAD_STATE,
     LOCK_SESSION,
+    LOCK_SESSIONS,
     OPEN_EXECUTION_OF,
     STORE_BLOBS,
     UNDELIVERED,
@@ -55,10 +56,12 @@ from muster_runtime.unit_of_work import (
 @dataclass(frozen=True)
 class LockedReads:
     """What `muster_lock_session` read right after a session's lock was granted. Nothing
-    else can change it while the lock is held: an input is queued, an execution started or
+    else can change it while the lock is held: the row is written only by appends to the
+    session, which wait for its lock, and an input is queued, an execution started or
     finished, only by a decision that holds the session's lock (the child's for its runs,
     the parent's for its children). The decision's own appends can, so they drop it."""
 
+    row: Row
     queued: Row | None
     open_run: Row | None
     open_children: list[Row]
@@ -197,21 +200,20 @@ class PostgresUnitOfWork(AbstractUnitOfWork):
         state = claimed_state(row)
         return ExecutionClaim(first, row if row["execution_id"] is not None else None, leased, phase, state)
 
-    async def lock_session(self, session_id: UUID, *, nowait: bool = False) -> Row | None:
+    async def lock_session(
+        self, session_id: UUID, *, nowait: bool = False, then: UUID | None = None
+    ) -> Row | None:
+        if session_id in self._locked:  # locked by this decision, nothing written since
+            return dict(self._locked[session_id].row)
         conn = await self.connection()
         if not nowait:
-            row = await conn.fetchrow(LOCK_SESSION, session_id, list(OPEN_STATUSES))
-            locked, run = row["locked"], row["open_run"]
-            if locked is None or locked["session_id"] is None:
-                return None
-            self._locked[session_id] = LockedReads(
-                {"message_id": row["queued_id"], "content": row["queued_content"]}
-                if row["queued_id"] is not None
-                else None,
-                dict(run) if run is not None and run["execution_id"] is not None else None,
-                [dict(child) for child in row["open_children"]],
-            )
-            return dict(locked)
+            if then is None:
+                rows = [await conn.fetchrow(LOCK_SESSION, session_id, list(OPEN_STATUSES))]
+            else:
+                rows = await conn.fetch(LOCK_SESSIONS, [session_id, then], list(OPEN_STATUSES))
+            for row in rows:
+                self._remember(row)
+            return dict(self._locked[session_id].row) if session_id in self._locked else None
         try:
             async with conn.transaction():  # a savepoint: a refused lock must not abort ours
                 row = await conn.fetchrow(
@@ -220,6 +222,19 @@ class PostgresUnitOfWork(AbstractUnitOfWork):
         except asyncpg.LockNotAvailableError:
             raise SessionBusy(str(session_id)) from None
         return dict(row) if row is not None else None
+
+    def _remember(self, row: Any) -> None:
+        locked, run = row["locked"], row["open_run"]
+        if locked is None or locked["session_id"] is None:
+            return
+        self._locked[locked["session_id"]] = LockedReads(
+            dict(locked),
+            {"message_id": row["queued_id"], "content": row["queued_content"]}
+            if row["queued_id"] is not None
+            else None,
+            dict(run) if run is not None and run["execution_id"] is not None else None,
+            [dict(child) for child in row["open_children"]],
+        )
 
     async def session_state(self, session_id: UUID) -> SessionSnapshot | None:
         return snapshot(await (await self._reader()).fetchrow(LOAD_STATE, session_id))

@@ -54,6 +54,7 @@ def build(settings: Settings) -> Worker:
                 workspaces=settings.workspaces_dir,
                 budget=Budget(settings.context_tokens, settings.compaction_threshold),
                 on_close=finish_execution,
+                on_close_locks_parent=True,
             )
             worker.deps = WorkerDeps(loop=loop, runners=runners, lease_ttl_s=settings.lease_ttl_s)
             try:

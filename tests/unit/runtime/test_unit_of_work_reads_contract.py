@@ -10,6 +10,8 @@ from uuid import UUID, uuid4
 
 import pytest
 from muster_contracts import events as ev
+from muster_runtime.postgres_uow import PostgresUnitOfWork
+from muster_runtime.unit_of_work import SessionBusy
 
 from tests.unit.runtime.uow_harness import Harness, message, new_session
 
@@ -131,6 +133,26 @@ async def test_a_free_session_is_locked_with_or_without_waiting(work: Harness, n
         assert await uow.current_version(str(sid)) == 1
 
 
+async def test_a_parent_locked_with_its_child_answers_its_lock_until_the_decision_writes(
+    work: Harness,
+) -> None:
+    parent, child = await new_session(work), await new_session(work)
+    async with work.uow() as uow:
+        row = await uow.lock_session(child, then=parent)
+        assert row is not None and row["session_id"] == child
+        other = work.uow()
+        if isinstance(other, PostgresUnitOfWork):  # the in-memory one runs one decision at a time
+            async with other:
+                with pytest.raises(SessionBusy):
+                    await other.lock_session(parent, nowait=True)
+        first = await uow.lock_session(parent)
+        assert first is not None and (first["session_id"], first["version"]) == (parent, 1)
+        await uow.append(str(parent), [message(1)], expected_version=1)
+        again = await uow.lock_session(parent)  # read again: the decision wrote
+        assert again is not None and (again["version"], again["message_count"]) == (2, 1)
+        assert await uow.lock_session(uuid4(), then=parent) is None  # no such session
+
+
 async def test_session_state_carries_the_latest_compaction(work: Harness) -> None:
     sid = await new_session(work)
     first, second = message(1), message(2)
@@ -217,8 +239,9 @@ async def test_a_run_is_claimed_once_by_one_live_owner_and_only_while_open(work:
     assert ended.execution["status"] == "COMPLETED"
 
 
+@pytest.mark.parametrize("with_parent", [False, True], ids=["parent-later", "parent-with-child"])
 async def test_reads_under_a_lock_see_what_committed_while_it_waited_and_the_decisions_own_writes(
-    work: Harness,
+    work: Harness, with_parent: bool
 ) -> None:
     parent, child = await new_session(work), await new_session(work)
     mine, sibling = uuid4(), uuid4()
@@ -240,7 +263,8 @@ async def test_reads_under_a_lock_see_what_committed_while_it_waited_and_the_dec
     async def last_child_closes() -> tuple[set[UUID], UUID | None, UUID | None, list[UUID]]:
         await holds.wait()
         async with work.uow() as uow:
-            assert await uow.lock_session(child) is not None
+            # With its parent, the child's lock call waits for the parent's lock too.
+            assert await uow.lock_session(child, then=parent if with_parent else None) is not None
             run = await uow.open_execution_of(child)
             row = await uow.lock_session(parent)  # granted once the sibling's close committed
             assert row is not None
