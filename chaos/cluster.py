@@ -94,8 +94,10 @@ class ChaosCluster:
         return [line for line in self.supervisor_lines() if exited.match(line)]
 
     def wait_restarted(self, name: str, old_pid: int, after_line: int, timeout: float = 90.0) -> int:
-        """The pid of `name`'s `restarted` line logged after line `after_line`."""
-        pattern = re.compile(rf"^supervisor: {re.escape(name)} restarted \(pid (\d+)\)$")
+        """The pid of `name`'s `restarted` line logged after line `after_line`. A second
+        instance of a service is supervised as `name-2` (and so on), and `kill` may have
+        picked any instance."""
+        pattern = re.compile(rf"^supervisor: {re.escape(name)}(?:-\d+)? restarted \(pid (\d+)\)$")
         launcher = self.launcher
         deadline = time.monotonic() + timeout
         with launcher._cond:
