@@ -152,8 +152,8 @@ class AbstractUnitOfWork(abc.ABC):
         """The session's row, locked until commit (None: no such session). With `nowait`,
         a row locked by another decision raises `SessionBusy` instead of waiting. `then`
         (a child's parent, by the lock order) is locked right after it in the same round
-        trip; a later `lock_session(then)` in this decision returns what that lock read,
-        unless the decision wrote meanwhile."""
+        trip (not with `nowait`); a later `lock_session(then)` in this decision returns
+        what that lock read, unless the decision wrote meanwhile."""
 
     @abc.abstractmethod
     async def session_state(self, session_id: UUID) -> SessionSnapshot | None:

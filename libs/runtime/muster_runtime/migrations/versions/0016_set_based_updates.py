@@ -41,27 +41,41 @@ FIRST_READ_WITH_USERS = (
 CHANGES_START = "    -- Changes to existing rows: one statement per changed row"
 FUNCTION_END = "END\n$$"
 
-CHANGES = r"""    -- Changes to existing rows: one UPDATE per table, joined by primary key, applied only
+# The rows each loop of 0012 walked, spliced from its text (as every projector migration
+# does), each now joined in one UPDATE; the session's query also gives its last turn end.
+LOOP_END = "\n        LOOP\n            UPDATE {table} SET"
+SESSION_VERSION = "                (array_agg(stream_version ORDER BY position DESC))[1] AS version,\n"
+TURN_END = """                max(position) FILTER (WHERE type = 'SessionPhaseChanged'
+                    AND p->>'phase' IN ('COMPLETED', 'FAILED')) AS ended,
+"""
+
+
+def grouped(previous: str, table: str) -> str:
+    """The query whose rows a loop of `previous` updated `table` with, one row at a time."""
+    end = LOOP_END.format(table=table)
+    assert previous.count(end) == 1, f"0012's loop over {table} changed"
+    head = previous[: previous.index(end)]
+    return head[head.rindex("FOR c IN\n") + len("FOR c IN\n") :]
+
+
+def changes(previous: str) -> str:
+    inputs, discarded, executions, sessions = (
+        grouped(previous, table) for table in ("session_inputs", "messages", "executions", "sessions")
+    )
+    assert sessions.count(SESSION_VERSION) == 1, "0012's session statistics changed"
+    sessions = sessions.replace(SESSION_VERSION, TURN_END + SESSION_VERSION, 1)
+    return f"""    -- Changes to existing rows: one UPDATE per table, joined by primary key, applied only
     -- to rows that existed when the change was recorded (their `position` is older). The
     -- last change wins a column.
     IF users OR 'QueuedMessagesDropped' = ANY (present) THEN
         -- A USER message consumes the queued input of its id; a drop drops it.
         UPDATE session_inputs i SET state = u.state
-        FROM (SELECT DISTINCT ON (id) id, state, at FROM (
-                  SELECT (p->>'message_id')::uuid, 'CONSUMED', position FROM unnest(evs)
-                  WHERE type = 'MessageRecorded' AND p->>'role' = 'USER'
-                  UNION ALL
-                  SELECT d::uuid, 'DROPPED', position
-                  FROM unnest(evs), jsonb_array_elements_text(p->'message_ids') d
-                  WHERE type = 'QueuedMessagesDropped') t(id, state, at)
-              ORDER BY id, at DESC) u
+        FROM ({inputs}) u
         WHERE i.message_id = u.id AND i.position < u.at;
     END IF;
     IF 'MessagesDiscarded' = ANY (present) THEN
         UPDATE messages m SET discarded = true
-        FROM (SELECT d::uuid AS id, max(position) AS at
-              FROM unnest(evs), jsonb_array_elements_text(p->'message_ids') d
-              WHERE type = 'MessagesDiscarded' GROUP BY 1) u
+        FROM ({discarded}) u
         WHERE m.message_id = u.id AND m.position < u.at;
     END IF;
     IF present && ARRAY['ExecutionFinished', 'ExecutionDelivered', 'ExecutionRecovering'] THEN
@@ -85,20 +99,7 @@ CHANGES = r"""    -- Changes to existing rows: one UPDATE per table, joined by p
             recoveries = x.recoveries + u.recoveries,
             lease_expiries = x.lease_expiries + u.expiries,
             version = u.version
-        FROM (SELECT stream_id::uuid AS id,
-                  array_agg(CASE WHEN type = 'ExecutionFinished' THEN p->>'status' ELSE 'RECOVERING' END
-                      ORDER BY position DESC) FILTER (WHERE type <> 'ExecutionDelivered') AS statuses,
-                  (array_agg(p ORDER BY position DESC) FILTER (WHERE type = 'ExecutionFinished'))[1] AS fin,
-                  (array_agg(recorded_at ORDER BY position DESC)
-                      FILTER (WHERE type = 'ExecutionFinished'))[1] AS fin_at,
-                  (array_agg(p ORDER BY position DESC) FILTER (WHERE type = 'ExecutionDelivered'))[1] AS dlv,
-                  count(*) FILTER (WHERE type = 'ExecutionRecovering')::int AS recoveries,
-                  count(*) FILTER (WHERE type = 'ExecutionRecovering'
-                      AND p->>'reason' = 'lease_expired')::int AS expiries,
-                  (array_agg(stream_version ORDER BY position DESC))[1] AS version
-              FROM unnest(evs)
-              WHERE type IN ('ExecutionFinished', 'ExecutionDelivered', 'ExecutionRecovering')
-              GROUP BY stream_id) u
+        FROM ({executions}) u
         WHERE x.execution_id = u.id;
     END IF;
     -- The session row: its stream's highest seq, last phase (with its error), resumes, last
@@ -114,22 +115,7 @@ CHANGES = r"""    -- Changes to existing rows: one UPDATE per table, joined by p
             turn_ended_position = coalesce(u.ended, s.turn_ended_position),
             version = u.version,
             updated_at = u.at
-        FROM (SELECT stream_id::uuid AS id,
-                  max((p->>'seq')::int) FILTER (WHERE type = 'MessageRecorded') AS max_seq,
-                  array_agg(p->>'phase' ORDER BY position DESC)
-                      FILTER (WHERE type = 'SessionPhaseChanged') AS phases,
-                  array_agg(p->>'error' ORDER BY position DESC)
-                      FILTER (WHERE type = 'SessionPhaseChanged') AS errors,
-                  count(*) FILTER (WHERE type = 'SessionPhaseChanged'
-                      AND p->>'phase' = 'RESUMING')::int AS resumes,
-                  max(position) FILTER (WHERE type = 'SessionPhaseChanged'
-                      AND p->>'phase' IN ('COMPLETED', 'FAILED')) AS ended,
-                  (array_agg(stream_version ORDER BY position DESC))[1] AS version,
-                  (array_agg(recorded_at ORDER BY position DESC))[1] AS at
-              FROM unnest(evs)
-              WHERE type NOT IN ('SessionCreated', 'ExecutionStarted', 'ExecutionFinished',
-                  'ExecutionDelivered', 'ExecutionRecovering')
-              GROUP BY stream_id) u
+        FROM ({sessions}) u
         WHERE s.session_id = u.id;
     END IF;
     IF present && ARRAY['SessionSettingsChanged', 'SessionArchived', 'SessionUnarchived',
@@ -137,6 +123,7 @@ CHANGES = r"""    -- Changes to existing rows: one UPDATE per table, joined by p
         PERFORM muster_project_manage(evs, present);
     END IF;
 """
+
 
 # 0010's management projection without the turn ends (now in the session row's update) and
 # without its early return (its caller now checks the same types).
@@ -151,7 +138,7 @@ def project_function() -> str:
         assert previous.count(part) == 1, f"0012's projector changed: {part!r}"
     head, _, _ = previous.partition(CHANGES_START)
     head = head.replace(GENERIC, BY_KEY, 1).replace(LOOP_VARIABLE, USERS_VARIABLE, 1)
-    return head.replace(FIRST_READ, FIRST_READ_WITH_USERS, 1) + CHANGES + FUNCTION_END
+    return head.replace(FIRST_READ, FIRST_READ_WITH_USERS, 1) + changes(previous) + FUNCTION_END
 
 
 def manage_function() -> str:
