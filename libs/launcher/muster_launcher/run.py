@@ -89,6 +89,7 @@ async def _start_all(
         data_dir=data_dir,
         tokens_file=tokens_file,
         gateway_port=gateway_port,
+        local_broker=not settings.kafka_bootstrap_servers.strip(),
     )
     specs = [
         service_spec(

@@ -11,6 +11,7 @@ from collections.abc import Mapping
 from pathlib import Path
 
 import httpx
+from muster_runtime import bells, topics
 from muster_runtime.settings import SERVICE_NAMES, Settings
 
 from .supervisor import ChildSpec
@@ -41,6 +42,7 @@ def service_env(
     data_dir: Path,
     tokens_file: Path,
     gateway_port: int,
+    local_broker: bool = False,
 ) -> dict[str, str]:
     env = dict(environ)
     env.update(
@@ -53,6 +55,11 @@ def service_env(
         PYTHONUNBUFFERED="1",
     )
     env.setdefault("MUSTER_MODEL", "script")
+    # The local broker holds a waiting fetch to its end, so its consumers are rung instead
+    # (`muster_runtime.bells`); real Kafka answers as records arrive and needs no bells.
+    bells_dir = (data_dir / "bells").resolve()
+    if local_broker and bells.fits(bells_dir, topics.ALL):
+        env.setdefault("MUSTER_BELLS_DIR", str(bells_dir))
     return env
 
 

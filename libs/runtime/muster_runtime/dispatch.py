@@ -17,6 +17,7 @@ from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import Any
 
+from muster_runtime.bells import Ringer
 from muster_runtime.db import Pool
 
 log = logging.getLogger("muster.outbox")
@@ -71,9 +72,12 @@ class Dispatcher:
     # relay's grace for claimed rows (`outbox.CLAIM_GRACE_S`), so it never resends them.
     FLUSH_EVERY_S = 0.2
 
-    def __init__(self, producer: Any, pool: Pool, *, flush_every_s: float = FLUSH_EVERY_S) -> None:
+    def __init__(
+        self, producer: Any, pool: Pool, *, flush_every_s: float = FLUSH_EVERY_S, ringer: Ringer | None = None
+    ) -> None:
         self._producer = producer
         self._pool = pool
+        self._ringer = ringer
         self._flush_every_s = flush_every_s
         self._sent: list[int] = []
         self._wake = asyncio.Event()
@@ -90,17 +94,19 @@ class Dispatcher:
         except Exception as exc:  # the relay publishes the rows after their grace period
             log.warning("direct_publish_failed error=%s rows=%d", type(exc).__name__, len(items))
             return
-        task = asyncio.create_task(self._confirm([i.outbox_id for i in items], futures))
+        task = asyncio.create_task(self._confirm(items, futures))
         self._confirming.add(task)
         task.add_done_callback(self._confirming.discard)
 
-    async def _confirm(self, ids: list[int], futures: list[Any]) -> None:
+    async def _confirm(self, items: list[Outgoing], futures: list[Any]) -> None:
         try:
             await asyncio.gather(*futures)
         except Exception as exc:
-            log.warning("direct_publish_failed error=%s rows=%d", type(exc).__name__, len(ids))
+            log.warning("direct_publish_failed error=%s rows=%d", type(exc).__name__, len(items))
             return
-        self._sent += ids
+        if self._ringer is not None:  # acknowledged: a consumer rung now finds the records
+            self._ringer.ring(item.topic for item in items)
+        self._sent += [item.outbox_id for item in items]
         self._wake.set()
 
     async def run(self) -> None:

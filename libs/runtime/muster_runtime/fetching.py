@@ -14,6 +14,10 @@ config's `builder` (a `partial(AIOKafkaConsumer, ...)` set when the broker conne
 options, which set the fetcher's wait after every `getmany`. No FastStream or aiokafka
 code is patched; the one private attribute written is the fetcher's wait.
 
+With a bells directory (`bells`), a consumer whose fetch wait is at most the bell's
+fallback polls no more: after an empty fetch the next goes out when it is rung, or after
+the fallback (`bell_fetching`).
+
 `AdaptiveConsumer.getmany` also keeps waiting (in `timeout_ms` slices) until records
 arrive: FastStream's batch loop sleeps `batch_timeout_ms` after an empty `getmany`, and a
 record arriving during that sleep waited for it. Stopping is unaffected: FastStream
@@ -25,11 +29,14 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 from functools import partial
+from pathlib import Path
 from typing import Any
 
 from aiokafka import AIOKafkaConsumer
 from faststream.kafka import KafkaBroker
 
+from muster_runtime.bell_fetching import gate_on_bell
+from muster_runtime.bells import Bell
 from muster_runtime.commits import CommitBehind
 
 Clock = Callable[[], float]
@@ -74,12 +81,40 @@ class AdaptiveConsumer(CommitBehind):
         idle_fetch_max_wait_ms: int,
         idle_after_s: float,
         clock: Clock = time.monotonic,
+        bells_dir: Path | None = None,
+        bell_fallback_s: float = 0.1,
         **options: Any,
     ) -> None:
         super().__init__(*topics, **options)
         self._clock = clock
         busy_ms = int(options.get("fetch_max_wait_ms", 500))
         self.fetch_wait = FetchWait(busy_ms, idle_fetch_max_wait_ms, idle_after_s, now=clock())
+        # A consumer that asked to wait longer than the fallback (recovery's backstop) does
+        # not care for latency: it keeps polling at its own pace.
+        self._bells_dir = bells_dir if busy_ms <= bell_fallback_s * 1000 else None
+        self._bell_fallback_s = bell_fallback_s
+        self.bell: Bell | None = None
+
+    async def start(self) -> None:
+        await super().start()
+        if self._bells_dir is None or self._fetcher is None:
+            return
+        self.bell = Bell.open(self._bells_dir, self.subscription())
+        gate_on_bell(
+            self._fetcher,
+            self.bell,
+            busy_ms=self.fetch_wait.busy_ms,
+            fallback_s=self._bell_fallback_s,
+            clock=self._clock,
+        )
+
+    async def stop(self) -> None:
+        try:
+            await super().stop()
+        finally:
+            if self.bell is not None:
+                self.bell.close()
+                self.bell = None
 
     async def getmany(
         self, *partitions: Any, timeout_ms: int = 0, max_records: int | None = None
@@ -88,7 +123,7 @@ class AdaptiveConsumer(CommitBehind):
             batch: dict[Any, list[Any]] = await super().getmany(
                 *partitions, timeout_ms=timeout_ms, max_records=max_records
             )
-            if self.fetch_wait.adaptive:
+            if self.fetch_wait.adaptive and self.bell is None:
                 wait = self.fetch_wait.observe(sum(map(len, batch.values())), self._clock())
                 # Set before yielding to the loop, so the fetcher's next request (it runs
                 # once we yield) already uses it.
@@ -100,7 +135,12 @@ class AdaptiveConsumer(CommitBehind):
 
 
 def adaptive_builder(
-    builder: Callable[..., AIOKafkaConsumer], *, idle_fetch_max_wait_ms: int, idle_after_s: float
+    builder: Callable[..., AIOKafkaConsumer],
+    *,
+    idle_fetch_max_wait_ms: int,
+    idle_after_s: float,
+    bells_dir: Path | None = None,
+    bell_fallback_s: float = 0.1,
 ) -> Callable[..., AIOKafkaConsumer]:
     """FastStream's consumer factory, making `AdaptiveConsumer`s with the same options."""
     if not isinstance(builder, partial) or builder.func is not AIOKafkaConsumer:
@@ -110,6 +150,8 @@ def adaptive_builder(
         *builder.args,
         idle_fetch_max_wait_ms=idle_fetch_max_wait_ms,
         idle_after_s=idle_after_s,
+        bells_dir=bells_dir,
+        bell_fallback_s=bell_fallback_s,
         **builder.keywords,
     )
 
@@ -119,16 +161,28 @@ class AdaptiveFetchBroker(KafkaBroker):
     not above the subscribers' `fetch_max_wait_ms` (e.g. 0) keeps their wait constant."""
 
     def __init__(
-        self, *args: Any, idle_fetch_max_wait_ms: int = 0, idle_after_s: float = 2.0, **kwargs: Any
+        self,
+        *args: Any,
+        idle_fetch_max_wait_ms: int = 0,
+        idle_after_s: float = 2.0,
+        bells_dir: Path | None = None,
+        bell_fallback_s: float = 0.1,
+        **kwargs: Any,
     ) -> None:
         super().__init__(*args, **kwargs)
         self._idle_wait_ms = idle_fetch_max_wait_ms
         self._idle_after_s = idle_after_s
+        self._bells_dir = bells_dir
+        self._bell_fallback_s = bell_fallback_s
 
     async def _connect(self) -> Callable[..., AIOKafkaConsumer]:
         builder = await super()._connect()
         adapted = adaptive_builder(
-            builder, idle_fetch_max_wait_ms=self._idle_wait_ms, idle_after_s=self._idle_after_s
+            builder,
+            idle_fetch_max_wait_ms=self._idle_wait_ms,
+            idle_after_s=self._idle_after_s,
+            bells_dir=self._bells_dir,
+            bell_fallback_s=self._bell_fallback_s,
         )
         if adapted is not builder:
             # Subscribers read the config's builder when they start, after connecting.

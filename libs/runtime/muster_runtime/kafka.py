@@ -14,6 +14,7 @@ from aiokafka.errors import KafkaConnectionError
 from aiokafka.partitioner import DefaultPartitioner, murmur2
 
 from muster_runtime import retrying, topics
+from muster_runtime.bells import Ringer
 from muster_runtime.outbox import Publish, Record
 from muster_runtime.settings import Settings
 
@@ -71,13 +72,15 @@ async def start_producer(settings: Settings, *, within_s: float = 60.0) -> AIOKa
     return await retrying.call(policy, connect)
 
 
-def publisher(producer: AIOKafkaProducer) -> Publish:
+def publisher(producer: AIOKafkaProducer, ringer: Ringer | None = None) -> Publish:
     async def publish(batch: list[Record]) -> None:
         futures = [
             await producer.send(topic, value, key=key, headers=headers)
             for topic, key, value, headers in batch
         ]
         await asyncio.gather(*futures)
+        if ringer is not None:
+            ringer.ring(topic for topic, _, _, _ in batch)
 
     return publish
 

@@ -19,7 +19,7 @@ from faststream.kafka import KafkaBroker
 from faststream.kafka.annotations import KafkaMessage
 from pydantic import TypeAdapter
 
-from muster_runtime import dispatch, retrying
+from muster_runtime import bells, dispatch, retrying
 from muster_runtime.consuming import BATCH_OPTIONS, per_key, records_of
 from muster_runtime.db import Pool, create_pool
 from muster_runtime.dispatch import Dispatcher
@@ -66,6 +66,8 @@ def make_broker(settings: Settings, service: str) -> KafkaBroker:
         log_level=logging.DEBUG,
         idle_fetch_max_wait_ms=settings.kafka_idle_fetch_max_wait_ms,
         idle_after_s=settings.kafka_idle_after_ms / 1000,
+        bells_dir=settings.bells_dir,
+        bell_fallback_s=settings.bell_fallback_ms / 1000,
     )
 
 
@@ -100,10 +102,11 @@ async def resources(settings: Settings, *, pool_size: int = 10) -> AsyncIterator
         await pool.close()
         raise
     held = Resources(pool, producer)
-    dispatcher = Dispatcher(producer, pool)
+    ringer = bells.ringer(settings.bells_dir)
+    dispatcher = Dispatcher(producer, pool, ringer=ringer)
     dispatch.install(dispatcher)
     held.spawn(dispatcher.run())
-    held.spawn(OutboxRelay(pool, settings.database_url, publisher(producer)).run_forever())
+    held.spawn(OutboxRelay(pool, settings.database_url, publisher(producer, ringer)).run_forever())
     try:
         yield held
     finally:
@@ -114,6 +117,8 @@ async def resources(settings: Settings, *, pool_size: int = 10) -> AsyncIterator
         await dispatcher.close()
         await producer.stop()
         await pool.close()
+        if ringer is not None:
+            ringer.close()
 
 
 # What each batch subscriber validates its records with, by title. Its handler takes the

@@ -122,6 +122,10 @@ class Settings(BaseSettings):
         200, validation_alias=_var("MUSTER_KAFKA_IDLE_FETCH_MAX_WAIT_MS")
     )
     kafka_idle_after_ms: int = Field(2000, validation_alias=_var("MUSTER_KAFKA_IDLE_AFTER_MS"))
+    # Fetch bells (see `bells`): set by `muster run` when it runs the broker itself (set it
+    # empty to poll instead). A consumer rung by nobody fetches again after the fallback.
+    bells_dir: Path | None = Field(None, validation_alias=_var("MUSTER_BELLS_DIR"))
+    bell_fallback_ms: int = Field(100, gt=0, validation_alias=_var("MUSTER_BELL_FALLBACK_MS"))
     kafka_session_timeout_ms: int = Field(2000, validation_alias=_var("MUSTER_KAFKA_SESSION_TIMEOUT_MS"))
     kafka_heartbeat_interval_ms: int = Field(500, validation_alias=_var("MUSTER_KAFKA_HEARTBEAT_INTERVAL_MS"))
     # Recovery's consumer is a backstop (ADR 0011): a long wait costs a cascade or a late

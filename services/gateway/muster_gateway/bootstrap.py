@@ -17,7 +17,7 @@ from fastapi.responses import JSONResponse, Response
 from faststream import AckPolicy
 from faststream.kafka import KafkaBroker
 from faststream.kafka.annotations import KafkaMessage
-from muster_runtime import dispatch, retrying, topics, tracing
+from muster_runtime import bells, dispatch, retrying, topics, tracing
 from muster_runtime.consuming import BATCH_OPTIONS, records_of
 from muster_runtime.db import Pool, create_pool
 from muster_runtime.dispatch import Dispatcher
@@ -136,12 +136,15 @@ def build_app(settings: Settings, *, tokens: Mapping[str, str], kafka: bool = Tr
             if kafka:
                 producer = await start_producer(settings)
                 stack.push_async_callback(producer.stop)
-                dispatcher = Dispatcher(producer, pool)
+                ringer = bells.ringer(settings.bells_dir)
+                if ringer is not None:
+                    stack.callback(ringer.close)
+                dispatcher = Dispatcher(producer, pool, ringer=ringer)
                 dispatch.install(dispatcher)
                 stack.callback(dispatch.install, None)
                 stack.push_async_callback(dispatcher.close)
                 background("outbox-dispatch", dispatcher.run)
-                relay = OutboxRelay(pool, settings.database_url, publisher(producer))
+                relay = OutboxRelay(pool, settings.database_url, publisher(producer, ringer))
                 background("outbox-relay", relay.run)
                 broker = build_broker(settings, hub, local)
                 await broker.start()

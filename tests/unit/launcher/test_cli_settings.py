@@ -41,3 +41,29 @@ def test_service_commands_and_instances_come_from_the_settings(tmp_path: Path) -
     assert second.name == "subagent-worker-2"
     assert second.env["MUSTER_INSTANCE_ID"] == "box-2"
     assert second.argv == ["python", "-m", "my_worker", "--fast"]
+
+
+def _env(environ: dict[str, str], data_dir: Path, *, local_broker: bool) -> dict[str, str]:
+    return service_env(
+        environ,
+        database_url="postgresql://db",
+        bootstrap="k:1",
+        data_dir=data_dir,
+        tokens_file=data_dir / "tokens",
+        gateway_port=9000,
+        local_broker=local_broker,
+    )
+
+
+def test_the_services_of_a_local_broker_ring_bells_in_the_data_dir() -> None:
+    data_dir = Path("/tmp/muster-data")
+    settings = Settings.from_environ(_env({}, data_dir, local_broker=True))
+    assert settings.bells_dir == data_dir / "bells"
+    # Real Kafka answers a waiting fetch when records arrive: no bells.
+    assert Settings.from_environ(_env({}, data_dir, local_broker=False)).bells_dir is None
+    # Turned off by setting the variable empty; too long a path for a socket: none either.
+    assert (
+        Settings.from_environ(_env({"MUSTER_BELLS_DIR": ""}, data_dir, local_broker=True)).bells_dir is None
+    )
+    deep = Path("/tmp/" + "d" * 90)
+    assert "MUSTER_BELLS_DIR" not in _env({}, deep, local_broker=True)

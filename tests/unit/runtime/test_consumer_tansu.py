@@ -1,19 +1,25 @@
 """The services' consumer against the local broker: fast while records flow, slow when
-idle, fast again with the next record, and every handled batch committed by `stop`."""
+idle, fast again with the next record, and every handled batch committed by `stop`; with a
+bell, quiet until rung, and a record nobody rings for still arrives."""
 
 from __future__ import annotations
 
 import asyncio
+import os
 import socket
 import subprocess
+import tempfile
 import time
 from collections.abc import Iterator
 from functools import partial
+from pathlib import Path
+from typing import Any
 
 import pytest
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 from muster_launcher.broker import tansu_binary
+from muster_runtime.bells import Ringer
 from muster_runtime.fetching import AdaptiveConsumer, adaptive_builder
 
 TOPIC = "adaptive"
@@ -114,4 +120,97 @@ async def test_adaptive_consumer_on_the_local_broker(tansu: str) -> None:
         finally:
             await again.stop()
     finally:
+        await producer.stop()
+
+
+def _belled_consumer(bootstrap: str, bells_dir: Path, fallback_s: float) -> AdaptiveConsumer:
+    build = adaptive_builder(
+        partial(AIOKafkaConsumer, bootstrap_servers=bootstrap),
+        idle_fetch_max_wait_ms=150,
+        idle_after_s=0.3,
+        bells_dir=bells_dir,
+        bell_fallback_s=fallback_s,
+    )
+    consumer = build(
+        group_id="belled",
+        fetch_max_wait_ms=5,
+        enable_auto_commit=False,
+        auto_offset_reset="earliest",
+        session_timeout_ms=2000,
+        heartbeat_interval_ms=500,
+    )
+    assert isinstance(consumer, AdaptiveConsumer)
+    consumer.subscribe(topics=[TOPIC])
+    return consumer
+
+
+def _counting_fetches(consumer: AdaptiveConsumer) -> list[float]:
+    """The times of the fetch requests the consumer sends from now on."""
+    sent: list[float] = []
+    client = consumer._client
+    send = client.send
+
+    async def counted(node_id: Any, request: Any, **kwargs: Any) -> Any:
+        if type(request).__name__.startswith("FetchRequest"):
+            sent.append(time.monotonic())
+        return await send(node_id, request, **kwargs)
+
+    client.send = counted
+    return sent
+
+
+async def _next_values(consumer: AdaptiveConsumer, within_s: float) -> list[bytes]:
+    batch = await asyncio.wait_for(consumer.getmany(timeout_ms=100), within_s)
+    return [r.value for records in batch.values() for r in records]
+
+
+async def test_a_belled_consumer_fetches_when_rung_and_not_while_quiet(tansu: str) -> None:
+    admin = await _started(AIOKafkaAdminClient, bootstrap_servers=tansu)
+    await admin.create_topics([NewTopic(TOPIC, 2, 1)])  # type: ignore[attr-defined]
+    await admin.close()  # type: ignore[attr-defined]
+    bells_dir = Path(tempfile.mkdtemp(prefix="bells-"))
+    producer: AIOKafkaProducer = await _started(AIOKafkaProducer, bootstrap_servers=tansu)  # type: ignore[assignment]
+    ringer = Ringer(bells_dir, ttl_s=0.0)
+    # A fallback far beyond the test's waits: a record comes quickly only if rung.
+    consumer = _belled_consumer(tansu, bells_dir, fallback_s=60.0)
+    try:
+        await consumer.start()
+        assert consumer.bell is not None
+        [bound] = (bells_dir / TOPIC).iterdir()
+        assert bound.name.startswith(f"{os.getpid()}.")
+        await producer.send_and_wait(TOPIC, b"first", key=b"k")
+        ringer.ring([TOPIC])
+        assert await _next_values(consumer, 20) == [b"first"]
+
+        # Quiet: after a short chase the fetcher waits for the bell, sending nothing.
+        fetches = _counting_fetches(consumer)
+        quiet = asyncio.ensure_future(consumer.getmany(timeout_ms=100))
+        await asyncio.sleep(1.0)
+        assert not quiet.done()
+        assert len(fetches) <= 10  # polling at 5 ms would be about 200
+
+        await producer.send_and_wait(TOPIC, b"rung", key=b"k")
+        ringer.ring([TOPIC])
+        batch = await asyncio.wait_for(quiet, 20)
+        assert [r.value for records in batch.values() for r in records] == [b"rung"]
+    finally:
+        await consumer.stop()
+        await producer.stop()
+        ringer.close()
+    assert list((bells_dir / TOPIC).iterdir()) == []  # stopping removes its socket
+
+
+async def test_a_record_nobody_rings_for_arrives_after_the_fallback(tansu: str) -> None:
+    admin = await _started(AIOKafkaAdminClient, bootstrap_servers=tansu)
+    await admin.create_topics([NewTopic(TOPIC, 2, 1)])  # type: ignore[attr-defined]
+    await admin.close()  # type: ignore[attr-defined]
+    bells_dir = Path(tempfile.mkdtemp(prefix="bells-"))
+    producer: AIOKafkaProducer = await _started(AIOKafkaProducer, bootstrap_servers=tansu)  # type: ignore[assignment]
+    consumer = _belled_consumer(tansu, bells_dir, fallback_s=0.2)
+    try:
+        await consumer.start()
+        await producer.send_and_wait(TOPIC, b"unrung", key=b"k")  # a publisher without a ringer
+        assert await _next_values(consumer, 20) == [b"unrung"]
+    finally:
+        await consumer.stop()
         await producer.stop()

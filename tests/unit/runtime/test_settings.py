@@ -23,6 +23,8 @@ DEFAULTS = {
     "kafka_session_timeout_ms": 2000,
     "kafka_heartbeat_interval_ms": 500,
     "recovery_fetch_max_wait_ms": 250,
+    "bells_dir": None,
+    "bell_fallback_ms": 100,
     "worker_concurrency": 8,
     "lease_ttl_s": 10.0,
     "reconcile_interval_s": 2.0,
@@ -71,6 +73,8 @@ READS = {
     "MUSTER_KAFKA_SESSION_TIMEOUT_MS": ("kafka_session_timeout_ms", "10000", 10000),
     "MUSTER_KAFKA_HEARTBEAT_INTERVAL_MS": ("kafka_heartbeat_interval_ms", "3000", 3000),
     "MUSTER_RECOVERY_FETCH_MAX_WAIT_MS": ("recovery_fetch_max_wait_ms", "20", 20),
+    "MUSTER_BELLS_DIR": ("bells_dir", "/x/bells", Path("/x/bells")),
+    "MUSTER_BELL_FALLBACK_MS": ("bell_fallback_ms", "50", 50),
     "MUSTER_WORKER_CONCURRENCY": ("worker_concurrency", "2", 2),
     "MUSTER_LEASE_TTL_S": ("lease_ttl_s", "3", 3.0),
     "MUSTER_RECONCILE_INTERVAL_S": ("reconcile_interval_s", "0.5", 0.5),
@@ -115,7 +119,9 @@ def test_the_process_environment_is_read_at_construction(monkeypatch: pytest.Mon
 
 
 def test_a_blank_variable_counts_as_unset() -> None:
-    settings = Settings.from_environ({"MUSTER_GATEWAY_PORT": "", "MUSTER_LEASE_TTL_S": "  ", "DATABASE_URL": ""})
+    settings = Settings.from_environ(
+        {"MUSTER_GATEWAY_PORT": "", "MUSTER_LEASE_TTL_S": "  ", "DATABASE_URL": ""}
+    )
     assert (settings.gateway_port, settings.lease_ttl_s, settings.database_url) == (8765, 10.0, "")
 
 

@@ -1,0 +1,126 @@
+"""Fetch bells: a ringer wakes the bells bound in a topic's directory, and only those."""
+
+from __future__ import annotations
+
+import asyncio
+import shutil
+import socket
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from muster_runtime import bells
+from muster_runtime.bells import Bell, Ringer
+
+
+@pytest.fixture
+def bells_dir() -> Iterator[Path]:
+    # Short: an AF_UNIX address holds 107 bytes, and pytest's tmp paths can be long.
+    directory = Path(tempfile.mkdtemp(prefix="bells-"))
+    yield directory
+    shutil.rmtree(directory, ignore_errors=True)
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+async def test_a_ring_wakes_the_bells_of_its_topic_only(bells_dir: Path) -> None:
+    commands, events = Bell.open(bells_dir, ["commands"]), Bell.open(bells_dir, ["events"])
+    ringer = Ringer(bells_dir)
+    try:
+        waiting = asyncio.ensure_future(commands.wait_beyond(commands.rings, timeout_s=30))
+        ringer.ring(["commands"])
+        await asyncio.wait_for(waiting, 5)  # without the ring: 30 s
+        assert commands.rings == 1
+        assert events.rings == 0
+    finally:
+        commands.close()
+        events.close()
+        ringer.close()
+
+
+async def test_a_ring_counted_before_the_wait_ends_it_at_once(bells_dir: Path) -> None:
+    bell, ringer = Bell.open(bells_dir, ["t"]), Ringer(bells_dir)
+    try:
+        seen = bell.rings
+        ringer.ring(["t"])
+        waiting = asyncio.ensure_future(bell.wait_beyond(seen, timeout_s=30))
+        await asyncio.wait_for(waiting, 5)
+        # Later waits count from what they have seen: an old ring does not end them.
+        quiet = asyncio.ensure_future(bell.wait_beyond(bell.rings, timeout_s=30))
+        await asyncio.sleep(0)
+        assert not quiet.done()
+        quiet.cancel()
+    finally:
+        bell.close()
+        ringer.close()
+
+
+async def test_a_wait_ends_after_its_timeout_or_when_its_other_future_is_done(bells_dir: Path) -> None:
+    bell = Bell.open(bells_dir, ["t"])
+    try:
+        await asyncio.wait_for(bell.wait_beyond(bell.rings, timeout_s=0.01), 5)
+        consumed: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        waiting = asyncio.ensure_future(bell.wait_beyond(bell.rings, timeout_s=30, unless=consumed))
+        await asyncio.sleep(0)
+        assert not waiting.done()
+        consumed.set_result(None)
+        await asyncio.wait_for(waiting, 5)
+        assert bell._waiters == []  # a wait that was not rung leaves nothing behind
+    finally:
+        bell.close()
+
+
+async def test_a_bell_opened_after_the_listing_hears_rings_once_the_listing_expires(bells_dir: Path) -> None:
+    clock = Clock()
+    ringer = Ringer(bells_dir, ttl_s=1.0, clock=clock)
+    ringer.ring(["t"])  # lists an empty (missing) directory
+    bell = Bell.open(bells_dir, ["t"])
+    try:
+        ringer.ring(["t"])
+        await asyncio.sleep(0.05)
+        assert bell.rings == 0  # the listing is still the empty one
+        clock.now = 1.0
+        waiting = asyncio.ensure_future(bell.wait_beyond(0, timeout_s=30))
+        ringer.ring(["t"])
+        await asyncio.wait_for(waiting, 5)
+        assert bell.rings == 1
+    finally:
+        bell.close()
+        ringer.close()
+
+
+async def test_a_dead_consumers_socket_is_removed_by_the_next_ring(bells_dir: Path) -> None:
+    (bells_dir / "t").mkdir()
+    stale = bells_dir / "t" / "999999.1"
+    dead = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+    dead.bind(str(stale))
+    dead.close()  # killed: the file stays, nobody listens
+    live = Bell.open(bells_dir, ["t"])
+    ringer = Ringer(bells_dir)
+    try:
+        waiting = asyncio.ensure_future(live.wait_beyond(0, timeout_s=30))
+        ringer.ring(["t"])
+        await asyncio.wait_for(waiting, 5)
+        assert not stale.exists()
+    finally:
+        live.close()
+        ringer.close()
+
+
+async def test_closing_a_bell_removes_its_sockets(bells_dir: Path) -> None:
+    bell = Bell.open(bells_dir, ["a", "b"])
+    assert len(list(bells_dir.glob("*/*"))) == 2
+    bell.close()
+    assert list(bells_dir.glob("*/*")) == []
+
+
+def test_fits_says_whether_every_socket_address_is_short_enough() -> None:
+    assert bells.fits(Path("/tmp/x/bells"), ["muster.delegations"])
+    assert not bells.fits(Path("/tmp/" + "d" * 80), ["muster.delegations"])
