@@ -27,6 +27,9 @@ class Device:
         self.runs: Counter[str] = Counter()  # requestId → times the tool ran here
         self.received: Counter[str] = Counter()  # requestId → times it was sent to us
         self.results: dict[str, dict[str, Any]] = {}
+        # One run per requestId, outliving the connection that asked: a drop while the tool
+        # runs (its thread cannot be stopped) must not make the resent request run it again.
+        self._running: dict[str, asyncio.Task[Any]] = {}
         self.sessions: dict[str, str] = {}  # requestId → sessionId
         self.connections = 0
         self.drops = 0
@@ -40,6 +43,7 @@ class Device:
         if self._task is not None:
             self._task.cancel()
             await asyncio.gather(self._task, return_exceptions=True)
+        await asyncio.gather(*self._running.values(), return_exceptions=True)
 
     async def _run(self) -> None:
         while True:
@@ -64,12 +68,14 @@ class Device:
             self.received[request_id] += 1
             self.sessions[request_id] = str(frame["sessionId"])
             if request_id not in self.results:
-                self.runs[request_id] += 1
-                outcome = await run_local_tool(
-                    Workspace(self.directory), request["name"], request["arguments"]
-                )
-                self.results[request_id] = dict(outcome)
-                if self.rng.random() < 0.3:
+                first = request_id not in self._running
+                if first:
+                    self.runs[request_id] += 1
+                    self._running[request_id] = asyncio.create_task(
+                        run_local_tool(Workspace(self.directory), request["name"], request["arguments"])
+                    )
+                self.results[request_id] = dict(await asyncio.shield(self._running[request_id]))
+                if first and self.rng.random() < 0.3:
                     self.drops += 1  # gone between running the tool and answering: sent again later
                     return
             with contextlib.suppress(websockets.ConnectionClosed):

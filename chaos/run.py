@@ -139,7 +139,7 @@ async def run_checks(
                 workspaces,
             ),
         ]
-    checks += [await check_ws(db, outcomes, conns), check_r(db, outcomes)]
+    checks += [await check_ws(db, outcomes, conns, pool), check_r(db, outcomes)]
     return checks, summarise(db, log_lines)
 
 
