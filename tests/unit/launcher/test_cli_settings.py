@@ -26,14 +26,7 @@ def test_service_commands_and_instances_come_from_the_settings(tmp_path: Path) -
     }
     settings = Settings.from_environ(environ)
     assert service_command("subagent-worker", settings) == ["python", "-m", "my_worker", "--fast"]
-    env = service_env(
-        environ,
-        database_url="postgresql://db",
-        bootstrap="k:1",
-        data_dir=tmp_path,
-        tokens_file=tmp_path / "tokens",
-        gateway_port=9000,
-    )
+    env = _env(environ, tmp_path, local_broker=False)
     # The children inherit the launcher's environment, with what it adds.
     assert env["UNRELATED"] == "kept"
     assert Settings.from_environ(env).database_url == "postgresql://db"

@@ -63,12 +63,15 @@ async def _started(make: object, *args: object, **kwargs: object) -> object:
     raise RuntimeError("broker not reachable")
 
 
-def _consumer(bootstrap: str) -> AdaptiveConsumer:
+def _consumer(bootstrap: str, group: str = "g", **bells: Any) -> AdaptiveConsumer:
     build = adaptive_builder(
-        partial(AIOKafkaConsumer, bootstrap_servers=bootstrap), idle_fetch_max_wait_ms=150, idle_after_s=0.3
+        partial(AIOKafkaConsumer, bootstrap_servers=bootstrap),
+        idle_fetch_max_wait_ms=150,
+        idle_after_s=0.3,
+        **bells,
     )
     consumer = build(
-        group_id="g",
+        group_id=group,
         fetch_max_wait_ms=5,
         enable_auto_commit=False,
         auto_offset_reset="earliest",
@@ -124,24 +127,7 @@ async def test_adaptive_consumer_on_the_local_broker(tansu: str) -> None:
 
 
 def _belled_consumer(bootstrap: str, bells_dir: Path, fallback_s: float) -> AdaptiveConsumer:
-    build = adaptive_builder(
-        partial(AIOKafkaConsumer, bootstrap_servers=bootstrap),
-        idle_fetch_max_wait_ms=150,
-        idle_after_s=0.3,
-        bells_dir=bells_dir,
-        bell_fallback_s=fallback_s,
-    )
-    consumer = build(
-        group_id="belled",
-        fetch_max_wait_ms=5,
-        enable_auto_commit=False,
-        auto_offset_reset="earliest",
-        session_timeout_ms=2000,
-        heartbeat_interval_ms=500,
-    )
-    assert isinstance(consumer, AdaptiveConsumer)
-    consumer.subscribe(topics=[TOPIC])
-    return consumer
+    return _consumer(bootstrap, "belled", bells_dir=bells_dir, bell_fallback_s=fallback_s)
 
 
 def _counting_fetches(consumer: AdaptiveConsumer) -> list[float]:
