@@ -78,9 +78,7 @@ class Bell:
         while True:
             try:
                 sock.recv(16)
-            except (BlockingIOError, InterruptedError):
-                break
-            except OSError:  # closed meanwhile
+            except OSError:  # drained (BlockingIOError), or closed meanwhile
                 break
             rung = True
         if rung:

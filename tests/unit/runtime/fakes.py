@@ -1,4 +1,4 @@
-"""Stand-ins shared by the runtime's database tests."""
+"""Stand-ins shared by the runtime's tests."""
 
 from __future__ import annotations
 
@@ -20,3 +20,13 @@ class Producer:
         done: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         done.set_result(None)
         return done
+
+
+class Clock:
+    """A monotonic clock the test sets by hand (`clock.now = 1.0`)."""
+
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def __call__(self) -> float:
+        return self.now

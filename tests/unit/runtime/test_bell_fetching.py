@@ -4,13 +4,7 @@ from __future__ import annotations
 
 from muster_runtime.bell_fetching import Chase
 
-
-class Clock:
-    def __init__(self) -> None:
-        self.now = 0.0
-
-    def __call__(self) -> float:
-        return self.now
+from tests.unit.runtime.fakes import Clock
 
 
 def test_a_consumer_chases_records_and_rings_for_a_while_then_waits_for_the_bell() -> None:

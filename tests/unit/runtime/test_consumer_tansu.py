@@ -8,7 +8,6 @@ import asyncio
 import os
 import socket
 import subprocess
-import tempfile
 import time
 from collections.abc import Iterator
 from functools import partial
@@ -63,6 +62,12 @@ async def _started(make: object, *args: object, **kwargs: object) -> object:
     raise RuntimeError("broker not reachable")
 
 
+async def _create_topic(bootstrap: str) -> None:
+    admin = await _started(AIOKafkaAdminClient, bootstrap_servers=bootstrap)
+    await admin.create_topics([NewTopic(TOPIC, 2, 1)])  # type: ignore[attr-defined]
+    await admin.close()  # type: ignore[attr-defined]
+
+
 def _consumer(bootstrap: str, group: str = "g", **bells: Any) -> AdaptiveConsumer:
     build = adaptive_builder(
         partial(AIOKafkaConsumer, bootstrap_servers=bootstrap),
@@ -84,9 +89,7 @@ def _consumer(bootstrap: str, group: str = "g", **bells: Any) -> AdaptiveConsume
 
 
 async def test_adaptive_consumer_on_the_local_broker(tansu: str) -> None:
-    admin = await _started(AIOKafkaAdminClient, bootstrap_servers=tansu)
-    await admin.create_topics([NewTopic(TOPIC, 2, 1)])  # type: ignore[attr-defined]
-    await admin.close()  # type: ignore[attr-defined]
+    await _create_topic(tansu)
     producer: AIOKafkaProducer = await _started(AIOKafkaProducer, bootstrap_servers=tansu)  # type: ignore[assignment]
     try:
         for i in range(50):
@@ -150,11 +153,8 @@ async def _next_values(consumer: AdaptiveConsumer, within_s: float) -> list[byte
     return [r.value for records in batch.values() for r in records]
 
 
-async def test_a_belled_consumer_fetches_when_rung_and_not_while_quiet(tansu: str) -> None:
-    admin = await _started(AIOKafkaAdminClient, bootstrap_servers=tansu)
-    await admin.create_topics([NewTopic(TOPIC, 2, 1)])  # type: ignore[attr-defined]
-    await admin.close()  # type: ignore[attr-defined]
-    bells_dir = Path(tempfile.mkdtemp(prefix="bells-"))
+async def test_a_belled_consumer_fetches_when_rung_and_not_while_quiet(tansu: str, bells_dir: Path) -> None:
+    await _create_topic(tansu)
     producer: AIOKafkaProducer = await _started(AIOKafkaProducer, bootstrap_servers=tansu)  # type: ignore[assignment]
     ringer = Ringer(bells_dir, ttl_s=0.0)
     # A fallback far beyond the test's waits: a record comes quickly only if rung.
@@ -186,11 +186,8 @@ async def test_a_belled_consumer_fetches_when_rung_and_not_while_quiet(tansu: st
     assert list((bells_dir / TOPIC).iterdir()) == []  # stopping removes its socket
 
 
-async def test_a_record_nobody_rings_for_arrives_after_the_fallback(tansu: str) -> None:
-    admin = await _started(AIOKafkaAdminClient, bootstrap_servers=tansu)
-    await admin.create_topics([NewTopic(TOPIC, 2, 1)])  # type: ignore[attr-defined]
-    await admin.close()  # type: ignore[attr-defined]
-    bells_dir = Path(tempfile.mkdtemp(prefix="bells-"))
+async def test_a_record_nobody_rings_for_arrives_after_the_fallback(tansu: str, bells_dir: Path) -> None:
+    await _create_topic(tansu)
     producer: AIOKafkaProducer = await _started(AIOKafkaProducer, bootstrap_servers=tansu)  # type: ignore[assignment]
     consumer = _belled_consumer(tansu, bells_dir, fallback_s=0.2)
     try:

@@ -13,6 +13,8 @@ from faststream.kafka import KafkaBroker
 from muster_runtime.fetching import AdaptiveConsumer, AdaptiveFetchBroker, FetchWait, adaptive_builder
 from muster_runtime.settings import Settings
 
+from tests.unit.runtime.fakes import Clock
+
 
 def test_a_new_consumer_polls_fast_then_slows_down_when_nothing_arrives() -> None:
     wait = FetchWait(5, 100, 2.0, now=10.0)
@@ -38,18 +40,10 @@ def test_an_idle_wait_below_the_busy_one_changes_nothing() -> None:
     assert FetchWait(5, 5, 2.0).adaptive is False
 
 
-class _Clock:
-    def __init__(self) -> None:
-        self.now = 0.0
-
-    def __call__(self) -> float:
-        return self.now
-
-
 async def test_getmany_waits_through_empty_slices_and_sets_the_fetchers_wait(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    clock = _Clock()
+    clock = Clock()
     record = SimpleNamespace(offset=7)
     answers: list[dict[Any, list[Any]]] = [{}, {}, {}, {"tp": [record, record]}]
     seen_waits: list[int] = []

@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import asyncio
 import logging
 from pathlib import Path
 
@@ -60,3 +61,22 @@ def test_the_keyed_partitioner_places_keys_as_the_default_one_does() -> None:
         assert keyed_partitioner(key, partitions, partitions) == expected
         assert keyed_partitioner(key, partitions[:3], partitions[:3]) == DefaultPartitioner()(key, [0, 1, 2], [])
     assert keyed_partitioner(None, partitions, [2]) == 2  # keyless: an available partition
+
+
+async def test_the_relays_publisher_rings_the_topics_it_published_to(bells_dir: Path) -> None:
+    from muster_runtime.bells import Bell, Ringer
+    from muster_runtime.kafka import publisher
+
+    from tests.unit.runtime.fakes import Producer
+
+    producer, ringer = Producer(), Ringer(bells_dir)
+    commands, events = Bell.open(bells_dir, ["muster.commands"]), Bell.open(bells_dir, ["muster.events"])
+    try:
+        await publisher(producer, ringer)([("muster.commands", b"k", b"v", [])])  # type: ignore[arg-type]
+        await asyncio.wait_for(commands.wait_beyond(0, timeout_s=30), 5)  # unrung: a timeout
+        assert producer.sent == [b"v"]
+        assert (commands.rings, events.rings) == (1, 0)
+    finally:
+        commands.close()
+        events.close()
+        ringer.close()

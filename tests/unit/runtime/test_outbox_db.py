@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import json
 from collections.abc import AsyncIterator
+from pathlib import Path
 from typing import Any
 from uuid import uuid4
 
@@ -13,6 +14,7 @@ import asyncpg
 import pytest
 from muster_contracts.commands import ProcessSession
 from muster_runtime import dispatch, outbox
+from muster_runtime.bells import Bell, Ringer
 from muster_runtime.db import Pool, create_pool
 from muster_runtime.postgres_uow import PostgresUnitOfWork
 
@@ -105,6 +107,28 @@ async def test_a_unit_of_work_publishes_its_rows_after_commit_and_deletes_them(
     finally:
         dispatch.install(None)
         cleanup.cancel()
+
+
+async def test_the_dispatcher_rings_the_topic_once_the_broker_has_the_rows(
+    database: tuple[str, Pool], bells_dir: Path
+) -> None:
+    _, pool = database
+    ringer = Ringer(bells_dir)
+    bell = Bell.open(bells_dir, ["muster.commands"])
+    dispatcher = dispatch.Dispatcher(Producer(), pool, flush_every_s=0, ringer=ringer)
+    dispatch.install(dispatcher)
+    cleanup = asyncio.create_task(dispatcher.run())
+    try:
+        async with PostgresUnitOfWork(pool) as uow:
+            await uow.send("muster.commands", "k", ProcessSession(session_id=uuid4()))
+        await asyncio.wait_for(bell.wait_beyond(0, timeout_s=30), 5)  # unrung: a timeout
+        assert bell.rings == 1
+        await dispatcher.close()
+    finally:
+        dispatch.install(None)
+        cleanup.cancel()
+        bell.close()
+        ringer.close()
 
 
 async def test_the_relay_leaves_claimed_rows_to_their_writer_until_the_grace_period_ends(
