@@ -1,13 +1,15 @@
 """Fetch bells: whoever publishes to a topic tells this machine's consumers of it at once.
 
-The local broker (Tansu) answers a waiting fetch only when its `fetch_max_wait_ms` elapses,
-so a consumer can only poll it: with 5 ms a hop waits 2.5 ms on average, and each
-latency-sensitive consumer sends 200 fetches a second, which cost the broker about half a
-core with one turn in flight. With a bells directory (`MUSTER_BELLS_DIR`, which `muster run`
-sets when it runs the broker itself), each such consumer binds a Unix datagram socket in
-`DIR/<topic>/`, and a process that has published records to a topic (the broker has
-acknowledged them) sends an empty datagram to each socket there. A consumer whose fetch
-came back empty sends the next one when rung, or after a fallback interval.
+The local broker (Tansu) cannot be trusted to answer a waiting fetch before its
+`fetch_max_wait_ms` elapses (it usually answers when a record arrives, but misses some: ADR
+0024's amendment), so a consumer that wants every record promptly polls it: with 5 ms a hop
+waits 2.5 ms on average, and each latency-sensitive consumer sends 200 fetches a second,
+which cost the broker about half a core with one turn in flight. With a bells directory
+(`MUSTER_BELLS_DIR`, which `muster run` sets when it runs the broker itself), each such
+consumer binds a Unix datagram socket in `DIR/<topic>/`, and a process that has published
+records to a topic (the broker has acknowledged them) sends an empty datagram to each socket
+there. A consumer whose fetch came back empty sends the next one when rung, or after a
+fallback interval.
 
 A ring is only a hint: the records are in the broker whether or not it arrives. A record
 whose publisher does not ring (a process outside the cluster), or a ring lost (a consumer

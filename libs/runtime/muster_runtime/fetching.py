@@ -1,7 +1,8 @@
 """The services' Kafka consumer: adaptive fetch wait, and commits behind the next batch.
 
-The local broker (Tansu) answers a waiting fetch only when `fetch_max_wait_ms` elapses, so
-a consumer sends it 1000 / `fetch_max_wait_ms` fetches a second whether or not anything
+The local broker (Tansu) cannot be trusted to answer a waiting fetch before
+`fetch_max_wait_ms` elapses (it misses some arrivals: ADR 0024's amendment), so a consumer
+sends it 1000 / `fetch_max_wait_ms` fetches a second whether or not anything
 arrives: with 5 ms, four idle consumer groups kept most of a core busy (them and Tansu).
 `FetchWait` keeps the configured low wait while records arrived within `idle_after_s`, then
 raises it to `idle_ms`; the first fetch that returns records brings it back down. Real

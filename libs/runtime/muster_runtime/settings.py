@@ -112,7 +112,7 @@ class Settings(BaseSettings):
     # --- Kafka
     partitions: int = Field(4, ge=1, validation_alias=_var("MUSTER_PARTITIONS"))
     kafka_replication_factor: int = Field(1, ge=1, validation_alias=_var("MUSTER_KAFKA_REPLICATION_FACTOR"))
-    # Tansu answers a waiting fetch only when fetch_max_wait_ms elapses, so each consume
+    # Tansu may answer a waiting fetch only when fetch_max_wait_ms elapses, so each consume
     # hop costs this much latency; keep it tiny locally, leave Kafka's default in deploy/.
     kafka_fetch_max_wait_ms: int = Field(5, validation_alias=_var("MUSTER_KAFKA_FETCH_MAX_WAIT_MS"))
     # After `kafka_idle_after_ms` without records a consumer waits this long per fetch
