@@ -2,11 +2,11 @@
 
 The local broker (Tansu) cannot be trusted to answer a waiting fetch before
 `fetch_max_wait_ms` elapses (it misses some arrivals: ADR 0024's amendment), so a consumer
-sends it 1000 / `fetch_max_wait_ms` fetches a second whether or not anything
-arrives: with 5 ms, four idle consumer groups kept most of a core busy (them and Tansu).
-`FetchWait` keeps the configured low wait while records arrived within `idle_after_s`, then
-raises it to `idle_ms`; the first fetch that returns records brings it back down. Real
-Kafka answers a waiting fetch as soon as data arrives, and runs with a long wait anyway.
+sends it 1000 / `fetch_max_wait_ms` fetches a second whether or not anything arrives: with 5
+ms, four idle consumer groups kept most of a core busy (them and Tansu). `FetchWait` keeps
+the configured low wait while records arrived within `idle_after_s`, then raises it to
+`idle_ms`; the first fetch that returns records brings it back down. Real Kafka answers a
+waiting fetch as soon as data arrives, and runs with a long wait anyway.
 
 The hook: aiokafka's Fetcher reads `self._fetch_max_wait_ms` each time it builds a
 FetchRequest, and FastStream creates every subscriber's consumer through the broker
