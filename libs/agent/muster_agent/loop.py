@@ -42,6 +42,12 @@ CloseHook = Callable[
     [AbstractUnitOfWork, SessionState, list[ev.DomainEvent], ev.SessionPhaseChanged], Awaitable[None]
 ]
 
+# The same close made in one statement when nothing needs deciding under its locks (ADR
+# 0025): True when it closed; False when nothing was written and the close goes the long way.
+QuietCloseHook = Callable[
+    [AbstractUnitOfWork, SessionState, list[ev.DomainEvent], ev.SessionPhaseChanged], Awaitable[bool]
+]
+
 TRANSIENT = (eventstore.ConcurrencyError, asyncpg.DeadlockDetectedError, asyncpg.SerializationError)
 
 
@@ -56,6 +62,9 @@ class LoopDeps:
     # The hook locks the session's parent (a subagent's close): the close locks it right
     # after the session, in the same round trip.
     on_close_locks_parent: bool = False
+    # What `on_close` would do, in one statement when nothing needs its locks; with
+    # `on_close` and without this, every close goes the long way.
+    quiet_close: QuietCloseHook | None = None
     budget: Budget = field(default_factory=Budget)
 
 
@@ -242,6 +251,9 @@ async def _close_turn(
     )
     parent = state.parent_session_id if deps.on_close_locks_parent else None
     async with deps.uows() as uow:
+        if await _closed_quietly(deps, uow, state, final, phase):
+            log.info("turn_finished session=%s phase=%s next_turn=False", state.session_id, phase.phase)
+            return StepOutcome.IDLE, None
         row, found = await store.lock_if_current(uow, state.session_id, state.message_count, then=parent)
         if row is None or found != store.Lock.CURRENT:
             return (StepOutcome.CONTINUE if found == store.Lock.MOVED else StepOutcome.IDLE), None
@@ -252,3 +264,18 @@ async def _close_turn(
     log.info("turn_finished session=%s phase=%s next_turn=%s", state.session_id, phase.phase, next_turn)
     # A next turn starts from a reload: its USER message was written by the gateway's input.
     return (StepOutcome.CONTINUE if next_turn else StepOutcome.IDLE), None
+
+
+async def _closed_quietly(
+    deps: LoopDeps,
+    uow: AbstractUnitOfWork,
+    state: SessionState,
+    final: list[ev.DomainEvent],
+    phase: ev.SessionPhaseChanged,
+) -> bool:
+    """The usual close (the session still where the loop left it, nothing queued) in one
+    statement; False: nothing written, decide under the locks."""
+    if deps.on_close is not None:
+        return deps.quiet_close is not None and await deps.quiet_close(uow, state, final, phase)
+    outcome = await uow.close_quietly(state.session_id, state.message_count, [*final, phase], run=None)
+    return outcome == "closed"

@@ -43,7 +43,7 @@ async def current_version(conn: Connection, stream_id: str) -> int:
 
 
 @dataclass(frozen=True)
-class _Batch:
+class EventBatch:
     """Events about to be appended, in the shapes the server-side functions take."""
 
     events: Sequence[DomainEvent]
@@ -54,7 +54,7 @@ class _Batch:
     claimed: bool
 
     @classmethod
-    def of(cls, events: Sequence[DomainEvent], metadata: dict[str, Any] | None) -> _Batch:
+    def of(cls, events: Sequence[DomainEvent], metadata: dict[str, Any] | None) -> EventBatch:
         event_ids = [uuid4() for _ in events]
         return cls(
             events,
@@ -120,7 +120,7 @@ async def append(
         expected_version = await current_version(conn, stream_id)
     if not events:
         return []
-    batch = _Batch.of(events, metadata)
+    batch = EventBatch.of(events, metadata)
     versions = list(range(expected_version + 1, expected_version + 1 + len(events)))
     try:
         # One round trip: the events, their projections and their outbox row (migration
@@ -148,7 +148,7 @@ class StagedAppend:
 
     stream_id: str
     first_version: int
-    batch: _Batch
+    batch: EventBatch
 
 
 @dataclass(frozen=True)
@@ -166,7 +166,7 @@ def stage(
     stream_id: str, events: Sequence[DomainEvent], expected_version: int, metadata: dict[str, Any] | None
 ) -> StagedAppend:
     """The append, its ids, payloads, lineage and time fixed now (as `append` would)."""
-    return StagedAppend(stream_id, expected_version + 1, _Batch.of(events, metadata))
+    return StagedAppend(stream_id, expected_version + 1, EventBatch.of(events, metadata))
 
 
 async def write_staged(
@@ -248,7 +248,7 @@ async def record_if_current(
     the lock, the check, the blobs and the append in one round trip (migration 0008). Run
     outside a transaction, it is a whole decision in one implicit transaction. With
     `ungated`, only if the session is `auto` and CLOUD too (else "gated", migration 0012)."""
-    batch = _Batch.of(events, metadata)
+    batch = EventBatch.of(events, metadata)
     digests = sorted(blobs or {})  # a fixed order: writers of shared blobs cannot deadlock
     rows = await conn.fetch(
         "SELECT * FROM muster_record($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13)",

@@ -29,6 +29,7 @@ from muster_runtime.unit_of_work import (
     AbstractUnitOfWork,
     ExecutionClaim,
     Row,
+    RunClose,
     SessionSnapshot,
 )
 
@@ -146,6 +147,42 @@ class InMemoryUnitOfWork(AbstractUnitOfWork):
         base, phase = row["version"], row["phase"]
         stored = self._append(str(session_id), events, expected_version=base)
         return Recorded("current", base, phase, stored)
+
+    async def close_quietly(
+        self, session_id: UUID, expected_count: int, events: Sequence[ev.DomainEvent], *, run: RunClose | None
+    ) -> str:
+        row = self._tables.sessions.get(session_id)
+        if row is None or row["phase"] not in RUNNING_PHASES:
+            return "gone"
+        if row["message_count"] != expected_count:
+            return "moved"
+        if await self.next_queued_input(session_id) is not None:
+            return "queued"
+        parent_version = 0
+        if run is not None:
+            open_run = await self.open_execution_of(session_id)
+            if open_run is None or (open_run["execution_id"], open_run["version"]) != (
+                run.execution_id,
+                run.execution_version,
+            ):
+                return "changed"
+            parent = self._tables.sessions.get(run.parent_session_id)
+            if parent is None:
+                return "changed"
+            siblings = await self.executions_of(run.parent_session_id, open_only=True)
+            if all(e["execution_id"] == run.execution_id for e in siblings):
+                return "last"
+            parent_version = parent["version"]
+        self._append(str(session_id), events, expected_version=row["version"])
+        if run is not None:
+            self._append(
+                str(run.execution_id),
+                run.finished,
+                expected_version=run.execution_version,
+                metadata=run.finished_metadata,
+            )
+            self._append(str(run.parent_session_id), run.notice, expected_version=parent_version)
+        return "closed"
 
     async def store_blobs(self, blobs: Mapping[str, str]) -> None:
         for digest, content in blobs.items():

@@ -29,7 +29,7 @@ import asyncpg
 from muster_contracts.envelope import Envelope
 from muster_contracts.events import DomainEvent
 
-from muster_runtime import dispatch, eventstore, leases, outbox, tracking
+from muster_runtime import dispatch, eventstore, leases, outbox, quiet_close, tracking
 from muster_runtime.db import Connection, Pool
 from muster_runtime.eventstore import StoredEvent
 from muster_runtime.postgres_queries import (
@@ -48,6 +48,7 @@ from muster_runtime.unit_of_work import (
     AbstractUnitOfWork,
     ExecutionClaim,
     Row,
+    RunClose,
     SessionBusy,
     SessionSnapshot,
 )
@@ -169,6 +170,14 @@ class PostgresUnitOfWork(AbstractUnitOfWork):
         return await eventstore.record_if_current(
             await self._reader(), session_id, expected_count, events, blobs=dict(blobs or {}), ungated=ungated
         )
+
+    async def close_quietly(
+        self, session_id: UUID, expected_count: int, events: Sequence[DomainEvent], *, run: RunClose | None
+    ) -> str:
+        # Outside a transaction this is the whole close: one statement, its locks released
+        # at its end whatever it answers, so the long way after a refusal starts afresh.
+        self._locked.clear()
+        return await quiet_close.close_quietly(await self._reader(), session_id, expected_count, events, run)
 
     async def store_blobs(self, blobs: Mapping[str, str]) -> None:
         if not blobs:

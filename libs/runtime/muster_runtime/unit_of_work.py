@@ -65,6 +65,26 @@ class ExecutionClaim:
     child_state: SessionSnapshot | None = None
 
 
+@dataclass(frozen=True)
+class RunClose:
+    """What a child's close writes besides its session's events, when it closes quietly
+    (`close_quietly`): `finished` on its run's stream after the version the worker claimed
+    it at, `notice` on its parent's stream after the parent's current version."""
+
+    execution_id: UUID
+    execution_version: int
+    parent_session_id: UUID
+    finished: Sequence[DomainEvent]
+    notice: Sequence[DomainEvent]
+    finished_metadata: dict[str, Any] | None = None
+
+
+# Why `close_quietly` wrote nothing: the session no longer runs, moved on, has an input
+# queued; the run is no longer the child's open execution at the claimed version; or it is
+# its round's last open run (the barrier is decided under the locks, the long way).
+QUIET_CLOSE_REFUSALS = ("gone", "moved", "queued", "changed", "last")
+
+
 class AbstractUnitOfWork(abc.ABC):
     """What a decision may do between lock and commit. Lock order everywhere: a child
     session before its parent, sessions before executions."""
@@ -119,6 +139,17 @@ class AbstractUnitOfWork(abc.ABC):
         """Append to a session only if it still runs (RUNNING or RESUMING) and still has
         `expected_count` messages (and, with `ungated`, is `auto` and CLOUD), storing
         `blobs` with it; the outcome says which."""
+
+    @abc.abstractmethod
+    async def close_quietly(
+        self, session_id: UUID, expected_count: int, events: Sequence[DomainEvent], *, run: RunClose | None
+    ) -> str:
+        """End a turn in one step when nothing needs deciding under its locks: the session
+        still runs with `expected_count` messages and no queued input, and with `run`, that
+        run is still the session's open execution at its claimed version and another run of
+        the parent is still open. Then `events` go on the session after its current
+        version and `run`'s events on the run's and the parent's streams; "closed". Else
+        one of `QUIET_CLOSE_REFUSALS`, and nothing was written."""
 
     @abc.abstractmethod
     async def store_blobs(self, blobs: Mapping[str, str]) -> None:

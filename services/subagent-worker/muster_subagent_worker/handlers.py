@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from uuid import UUID
 
 from muster_agent import session_store as store
+from muster_agent.executions import finish_quietly
 from muster_agent.loop import LoopDeps, run_until_idle
 from muster_agent.runners import Runners
 from muster_agent.session_state import snapshot_state
@@ -67,6 +69,8 @@ async def run_execution(cmd: RunExecution, deps: WorkerDeps) -> None:
     )
 
     deadline: datetime = execution["deadline_at"]
+    # A close that is not its round's last is one statement, checked against this claim.
+    loop = replace(deps.loop, quiet_close=functools.partial(finish_quietly, execution))
 
     async def body() -> None:
         # The deadline is absolute: the run is interrupted there, so no model call and no
@@ -75,7 +79,7 @@ async def run_execution(cmd: RunExecution, deps: WorkerDeps) -> None:
         budget = max(0.0, (deadline - datetime.now(UTC)).total_seconds())
         try:
             async with asyncio.timeout(budget) as limit:
-                outcome = await run_until_idle(deps.loop, child, state)
+                outcome = await run_until_idle(loop, child, state)
         except TimeoutError:
             if not limit.expired():
                 raise

@@ -13,16 +13,7 @@ from muster_contracts import events as ev
 from muster_runtime.postgres_uow import PostgresUnitOfWork
 from muster_runtime.unit_of_work import SessionBusy
 
-from tests.unit.runtime.uow_harness import Harness, message, new_session
-
-
-def started(execution_id: UUID, parent: UUID, child: UUID, call: str, round_: int = 1) -> ev.ExecutionStarted:
-    return ev.ExecutionStarted(
-        execution_id=execution_id, parent_session_id=parent, parent_tool_call_id=call,
-        parent_message_id=uuid4(), child_session_id=child, user_id="u", agent_type="coder",
-        invocation_type="DELEGATE" if round_ == 1 else "FOLLOWUP", task="t", round=round_,
-        start_message_id=uuid4(), deadline_at=datetime.now(UTC) + timedelta(hours=1),
-    )  # fmt: skip
+from tests.unit.runtime.uow_harness import Harness, message, new_session, started
 
 
 async def test_session_state_is_the_visible_history_in_seq_order_with_started_calls(work: Harness) -> None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import AsyncIterator, Callable
+from datetime import UTC, datetime, timedelta
 from typing import Any
 from uuid import UUID, uuid4
 
@@ -54,6 +55,15 @@ async def work(request: pytest.FixtureRequest, postgres_server_url: str) -> Asyn
 
 def created(session_id: UUID) -> ev.SessionCreated:
     return ev.SessionCreated(session_id=session_id, user_id="u", root_session_id=session_id)
+
+
+def started(execution_id: UUID, parent: UUID, child: UUID, call: str, round_: int = 1) -> ev.ExecutionStarted:
+    return ev.ExecutionStarted(
+        execution_id=execution_id, parent_session_id=parent, parent_tool_call_id=call,
+        parent_message_id=uuid4(), child_session_id=child, user_id="u", agent_type="coder",
+        invocation_type="DELEGATE" if round_ == 1 else "FOLLOWUP", task="t", round=round_,
+        start_message_id=uuid4(), deadline_at=datetime.now(UTC) + timedelta(hours=1),
+    )  # fmt: skip
 
 
 def message(seq: int) -> ev.MessageRecorded:

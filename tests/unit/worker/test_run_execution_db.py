@@ -25,6 +25,7 @@ from muster_contracts import events as ev
 from muster_contracts.commands import RunExecution
 from muster_runtime import eventstore
 from muster_runtime.db import Pool
+from muster_runtime.postgres_uow import PostgresUnitOfWork
 from muster_subagent_worker.handlers import WorkerDeps, run_execution
 
 from tests.databases import uows
@@ -125,6 +126,40 @@ async def test_the_last_child_to_finish_settles_the_barrier_in_its_own_transacti
     assert [t["tool_call_id"] for t in tools] == ["a", "b"]  # in tool-call order
     assert len(await outbox_commands(pool, "ResumeSession", "session_id", parent)) == 1
     assert await settle(uows(pool), parent) == 0  # recovery, reacting afterwards, finds it done
+
+
+async def test_a_child_that_is_not_the_last_closes_in_one_statement_and_the_last_settles(
+    pool: Pool, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    outcomes: list[str] = []
+    quiet = PostgresUnitOfWork.close_quietly
+
+    async def spied(self: PostgresUnitOfWork, *args: Any, **kwargs: Any) -> str:
+        outcomes.append(await quiet(self, *args, **kwargs))
+        return outcomes[-1]
+
+    monkeypatch.setattr(PostgresUnitOfWork, "close_quietly", spied)
+    parent, (first, second) = await delegating_parent(uows(pool), ["a", "b"])
+    await run(pool, tmp_path, first, Answers())
+    await run(pool, tmp_path, second, Answers())
+    assert outcomes == ["closed", "last"]  # the last one went the long way, under the locks
+    finished = await pool.fetch(
+        """SELECT stream_id, metadata FROM events
+           WHERE type = 'ExecutionFinished' AND stream_id = ANY($1::text[]) ORDER BY position""",
+        [str(first), str(second)],
+    )
+    assert [(r["stream_id"], r["metadata"]["barrier"]) for r in finished] == [
+        (str(first), "checked"),
+        (str(second), "checked"),
+    ]
+    notices = await pool.fetch(
+        """SELECT payload->>'execution_id' AS eid FROM events WHERE stream_id = $1
+           AND type = 'ExecutionStatusChanged' AND payload->>'status' = 'COMPLETED'
+           AND payload->>'delivery_status' = 'PENDING' ORDER BY position""",
+        str(parent),
+    )
+    assert [r["eid"] for r in notices] == [str(first), str(second)]  # the parent told of each finish
+    assert len(await outbox_commands(pool, "ResumeSession", "session_id", parent)) == 1
 
 
 class Thinking:

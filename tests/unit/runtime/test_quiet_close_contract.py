@@ -1,0 +1,112 @@
+"""A turn's quiet close, one contract for both units of work (ADR 0025): it writes the
+close's events only when nothing needs deciding under the locks, and otherwise says why and
+writes nothing."""
+
+from __future__ import annotations
+
+from uuid import UUID, uuid4
+
+from muster_contracts import events as ev
+from muster_runtime.unit_of_work import RunClose
+
+from tests.unit.runtime.uow_harness import Harness, message, new_session, started
+
+COMPLETED = ev.SessionPhaseChanged(phase="COMPLETED")
+
+
+async def running(work: Harness, messages: int = 1) -> UUID:
+    sid = await new_session(work)
+    async with work.uow() as uow:
+        await uow.append(str(sid), [ev.SessionPhaseChanged(phase="RUNNING")], expected_version=1)
+        await uow.append(str(sid), [message(n) for n in range(1, messages + 1)], expected_version=2)
+    return sid
+
+
+def answer(seq: int) -> ev.MessageRecorded:
+    return ev.MessageRecorded(message_id=uuid4(), seq=seq, role="ASSISTANT", content="done")
+
+
+async def delegated(work: Harness, children: int) -> tuple[UUID, list[tuple[UUID, UUID]]]:
+    """A parent with `children` running children, each with its open execution."""
+    parent = await running(work)
+    runs = []
+    for n in range(children):
+        child, eid = await running(work), uuid4()
+        async with work.uow() as uow:
+            await uow.append(str(eid), [started(eid, parent, child, f"c{n}")], expected_version=0)
+        runs.append((child, eid))
+    return parent, runs
+
+
+def run_close(eid: UUID, parent: UUID, version: int = 1) -> RunClose:
+    return RunClose(
+        execution_id=eid,
+        execution_version=version,
+        parent_session_id=parent,
+        finished=[ev.ExecutionFinished(status="COMPLETED", result="done")],
+        notice=[ev.ExecutionStatusChanged(execution_id=eid, status="COMPLETED", delivery_status="PENDING")],
+        finished_metadata={"barrier": "checked"},
+    )
+
+
+async def test_a_quiet_close_ends_the_turn_after_the_sessions_current_version(work: Harness) -> None:
+    sid = await running(work)
+    async with work.uow() as uow:
+        outcome = await uow.close_quietly(sid, 1, [answer(2), COMPLETED], run=None)
+    assert outcome == "closed"
+    async with work.uow() as uow:
+        row = await uow.lock_session(sid)
+        stream = await uow.read_stream(str(sid))
+    assert row is not None and (row["phase"], row["message_count"], row["version"]) == ("COMPLETED", 2, 5)
+    assert [(s.stream_version, s.type) for s in stream[-2:]] == [
+        (4, "MessageRecorded"),
+        (5, "SessionPhaseChanged"),
+    ]
+
+
+async def test_a_quiet_close_refuses_a_session_gone_moved_on_or_with_queued_input(work: Harness) -> None:
+    idle, moved, queued = await new_session(work), await running(work, 2), await running(work)
+    async with work.uow() as uow:
+        queue = [ev.UserMessageQueued(message_id=uuid4(), content="next")]
+        await uow.append(str(queued), queue, expected_version=3)
+    async with work.uow() as uow:
+        outcomes = [
+            await uow.close_quietly(idle, 0, [answer(1), COMPLETED], run=None),
+            await uow.close_quietly(moved, 1, [answer(2), COMPLETED], run=None),
+            await uow.close_quietly(queued, 1, [answer(2), COMPLETED], run=None),
+        ]
+    assert outcomes == ["gone", "moved", "queued"]
+    async with work.uow() as uow:
+        versions = [await uow.current_version(str(s)) for s in (idle, moved, queued)]
+    assert versions == [1, 4, 4]  # nothing written
+
+
+async def test_a_child_that_is_not_the_last_closes_its_run_and_tells_its_parent(work: Harness) -> None:
+    parent, [(child, eid), _] = await delegated(work, 2)
+    async with work.uow() as uow:
+        parent_version = await uow.current_version(str(parent))
+        outcome = await uow.close_quietly(child, 1, [answer(2), COMPLETED], run=run_close(eid, parent))
+    assert outcome == "closed"
+    async with work.uow() as uow:
+        run = await uow.execution(eid)
+        finished = (await uow.read_stream(str(eid)))[-1]
+        notice = (await uow.read_stream(str(parent)))[-1]
+        child_row = await uow.lock_session(child)
+    assert run is not None and (run["status"], run["result"], run["version"]) == ("COMPLETED", "done", 2)
+    assert finished.type == "ExecutionFinished" and finished.metadata["barrier"] == "checked"
+    assert (notice.type, notice.stream_version) == ("ExecutionStatusChanged", parent_version + 1)
+    assert child_row is not None and child_row["phase"] == "COMPLETED"
+
+
+async def test_the_rounds_last_open_run_or_a_changed_run_is_refused(work: Harness) -> None:
+    parent, [(child, eid)] = await delegated(work, 1)
+    async with work.uow() as uow:
+        last = await uow.close_quietly(child, 1, [answer(2), COMPLETED], run=run_close(eid, parent))
+        stale = await uow.close_quietly(child, 1, [answer(2), COMPLETED], run=run_close(eid, parent, 7))
+        other = await uow.close_quietly(child, 1, [answer(2), COMPLETED], run=run_close(uuid4(), parent))
+    assert (last, stale, other) == ("last", "changed", "changed")
+    async with work.uow() as uow:
+        run = await uow.execution(eid)
+        child_row = await uow.lock_session(child)
+    assert run is not None and run["status"] == "RUNNING"
+    assert child_row is not None and child_row["phase"] == "RUNNING"

@@ -1,0 +1,52 @@
+"""On PostgreSQL, two children closing at once behind their parent's lock: the one that gets
+the lock second sees the first's close (a statement of its own after the lock), so exactly
+one of them is the round's last and goes the long way to settle the barrier (ADR 0025)."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+from typing import Any
+
+import pytest
+from muster_runtime.db import Pool, create_pool
+from muster_runtime.postgres_uow import PostgresUnitOfWork
+
+from tests.databases import fresh_database_url
+from tests.unit.runtime.test_quiet_close_contract import COMPLETED, answer, delegated, run_close
+from tests.unit.runtime.uow_harness import Harness
+
+
+@pytest.fixture
+async def pool(postgres_server_url: str) -> AsyncIterator[Pool]:
+    async with fresh_database_url(postgres_server_url, "quiet") as url:
+        pool: Any = await create_pool(url)
+        try:
+            yield pool
+        finally:
+            await pool.close()
+
+
+async def waiting_for_locks(pool: Pool, count: int) -> None:
+    query = """SELECT count(*) FROM pg_stat_activity
+               WHERE datname = current_database() AND wait_event_type = 'Lock'"""
+    while await pool.fetchval(query) < count:
+        await asyncio.sleep(0.01)
+
+
+async def test_of_two_children_closing_together_exactly_one_is_the_last(pool: Pool) -> None:
+    work = Harness(lambda: PostgresUnitOfWork(pool), list)
+    parent, runs = await delegated(work, 2)
+
+    async def close(child: Any, eid: Any) -> str:
+        async with work.uow() as uow:
+            return await uow.close_quietly(child, 1, [answer(2), COMPLETED], run=run_close(eid, parent))
+
+    async with work.uow() as holder:
+        assert await holder.lock_session(parent) is not None
+        closes = [asyncio.create_task(close(child, eid)) for child, eid in runs]
+        await asyncio.wait_for(waiting_for_locks(pool, 2), 10)  # both hold their child, wait for the parent
+    outcomes = await asyncio.gather(*closes)
+    assert sorted(outcomes) == ["closed", "last"]
+    statuses = await pool.fetch("SELECT status FROM executions ORDER BY status")
+    assert [r["status"] for r in statuses] == ["COMPLETED", "RUNNING"]
