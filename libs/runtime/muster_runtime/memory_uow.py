@@ -30,6 +30,7 @@ from muster_runtime.unit_of_work import (
     ExecutionClaim,
     Row,
     RunClose,
+    SessionClaim,
     SessionSnapshot,
 )
 
@@ -215,6 +216,18 @@ class InMemoryUnitOfWork(AbstractUnitOfWork):
         child = self._tables.sessions.get(execution["child_session_id"]) if execution else None
         state = await self.session_state(child["session_id"]) if leased and child else None
         return ExecutionClaim(first, execution, leased, child["phase"] if child else None, state)
+
+    async def claim_running_session(
+        self, consumer: str, message_id: str, session_id: UUID, owner: str, ttl_s: float
+    ) -> SessionClaim:
+        row = self._tables.sessions.get(session_id)
+        if row is None or row["phase"] not in RUNNING_PHASES or row["session_type"] == "SUBAGENT":
+            return SessionClaim("not_running")
+        if not await self.first_delivery(consumer, message_id):
+            return SessionClaim("duplicate")
+        if not await self.try_lease(str(session_id), owner, ttl_s):
+            return SessionClaim("held")
+        return SessionClaim("claimed", await self.session_state(session_id))
 
     async def lock_session(
         self, session_id: UUID, *, nowait: bool = False, then: UUID | None = None

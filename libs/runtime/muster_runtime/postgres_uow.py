@@ -34,6 +34,7 @@ from muster_runtime.db import Connection, Pool
 from muster_runtime.eventstore import StoredEvent
 from muster_runtime.postgres_queries import (
     CLAIM_EXECUTION,
+    CLAIM_RUNNING_SESSION,
     LOAD_STATE,
     LOCK_SESSION,
     LOCK_SESSIONS,
@@ -45,11 +46,13 @@ from muster_runtime.postgres_queries import (
 )
 from muster_runtime.unit_of_work import (
     OPEN_STATUSES,
+    RUNNING_PHASES,
     AbstractUnitOfWork,
     ExecutionClaim,
     Row,
     RunClose,
     SessionBusy,
+    SessionClaim,
     SessionSnapshot,
 )
 
@@ -208,6 +211,21 @@ class PostgresUnitOfWork(AbstractUnitOfWork):
         first, leased, phase = row.pop("claim_first"), row.pop("claim_leased"), row.pop("claim_child_phase")
         state = claimed_state(row)
         return ExecutionClaim(first, row if row["execution_id"] is not None else None, leased, phase, state)
+
+    async def claim_running_session(
+        self, consumer: str, message_id: str, session_id: UUID, owner: str, ttl_s: float
+    ) -> SessionClaim:
+        row = dict(
+            await (await self._reader()).fetchrow(
+                CLAIM_RUNNING_SESSION, consumer, message_id, session_id, owner, ttl_s, list(RUNNING_PHASES)
+            )
+        )
+        running, first, leased = row.pop("claim_running"), row.pop("claim_first"), row.pop("claim_leased")
+        if not running:
+            return SessionClaim("not_running")
+        if not first:
+            return SessionClaim("duplicate")
+        return SessionClaim("claimed", claimed_state(row)) if leased else SessionClaim("held")
 
     async def lock_session(
         self, session_id: UUID, *, nowait: bool = False, then: UUID | None = None

@@ -13,8 +13,10 @@ from muster_agent.agents import UnknownAgentType
 from muster_agent.compaction import compact
 from muster_agent.loop import LoopDeps, StepOutcome, run_until_idle
 from muster_agent.runners import Runners
+from muster_agent.session_state import snapshot_state
+from muster_agent.session_store import SessionState
 from muster_contracts.commands import CancelSession, CompactSession, ProcessSession, ResumeSession
-from muster_runtime.unit_of_work import AbstractUnitOfWork
+from muster_runtime.unit_of_work import AbstractUnitOfWork, SessionClaim
 
 log = logging.getLogger("muster.harness")
 
@@ -31,42 +33,68 @@ class HarnessDeps:
 async def process_session(cmd: ProcessSession | ResumeSession, deps: HarnessDeps) -> None:
     """Drive a session: start its next queued turn if idle, or take over a running turn
     nobody holds. Safe to receive any number of times. Claiming the command and the lease
-    and starting the turn are one transaction."""
+    and starting the turn are one transaction; for a turn that already runs (a resume, a
+    takeover) the claim is one statement that also reads where the turn stands."""
     sid = cmd.session_id
     if deps.runners.is_running(sid):
         deps.runners.start(sid, lambda: drive(deps, sid))  # marks it to look again
         return
     async with deps.loop.uows() as uow:
-        if not await uow.first_delivery(CONSUMER, str(cmd.message_id)):
-            return
-        row = await uow.lock_session(sid)
-        if row is None:
-            log.warning("command_for_unknown_session type=%s session=%s", cmd.type, sid)
-            return
-        if row["session_type"] == "SUBAGENT":
-            return  # executions are the workers' job
-        if not await uow.try_lease(str(sid), deps.runners.owner, deps.lease_ttl_s):
-            return  # another live instance runs this session
-        begun = await _begin_locked(uow, row)
+        # A resume finds its turn running (the barrier made it RESUMING); a process
+        # command mostly finds the session idle, with an input to start a turn from.
+        claim = SessionClaim("not_running")
+        if isinstance(cmd, ResumeSession):
+            owner, ttl_s = deps.runners.owner, deps.lease_ttl_s
+            claim = await uow.claim_running_session(CONSUMER, str(cmd.message_id), sid, owner, ttl_s)
+        if claim.outcome == "not_running":
+            begun = await _claim_locked(uow, cmd, deps)
+        elif claim.outcome == "claimed" and claim.state is not None:
+            log.info("session_loop_start session=%s phase=%s", sid, claim.state.row["phase"])
+            begun = True
+        else:
+            return  # applied before, or another live instance runs this session
     if begun:
-        first = [True]
+        first = [snapshot_state(claim.state)]
 
         async def body() -> None:
-            # The first run starts from the turn begun above; a re-run (another command came
-            # while this one ran) looks at the session afresh.
-            await drive(deps, sid, begun=first.pop() if first else None)
+            # The first run starts from the turn begun or claimed above; a re-run (another
+            # command came while this one ran) looks at the session afresh.
+            if first:
+                await drive(deps, sid, begun=True, state=first.pop())
+            else:
+                await drive(deps, sid)
 
         deps.runners.start(sid, body)
 
 
-async def drive(deps: HarnessDeps, session_id: UUID, *, begun: bool | None = None) -> None:
+async def _claim_locked(
+    uow: AbstractUnitOfWork, cmd: ProcessSession | ResumeSession, deps: HarnessDeps
+) -> bool:
+    """The claim under the session's lock, starting its next turn if it is idle."""
+    sid = cmd.session_id
+    if not await uow.first_delivery(CONSUMER, str(cmd.message_id)):
+        return False
+    row = await uow.lock_session(sid)
+    if row is None:
+        log.warning("command_for_unknown_session type=%s session=%s", cmd.type, sid)
+        return False
+    if row["session_type"] == "SUBAGENT":
+        return False  # executions are the workers' job
+    if not await uow.try_lease(str(sid), deps.runners.owner, deps.lease_ttl_s):
+        return False  # another live instance runs this session
+    return await _begin_locked(uow, row)
+
+
+async def drive(
+    deps: HarnessDeps, session_id: UUID, *, begun: bool | None = None, state: SessionState | None = None
+) -> None:
     """Run the session's turn until it ends (the next queued turn starts in the transaction
-    that ends one) or waits for children."""
+    that ends one) or waits for children; from `state` when the claim read it."""
     if begun is None:
         async with deps.loop.uows() as uow:
             row = await uow.lock_session(session_id)
             begun = row is not None and await _begin_locked(uow, row)
-    if begun and await run_until_idle(deps.loop, session_id) == StepOutcome.WAITING:
+    if begun and await run_until_idle(deps.loop, session_id, state) == StepOutcome.WAITING:
         log.info("session_waiting_for_children session=%s", session_id)
 
 

@@ -13,7 +13,7 @@ from muster_runtime.db import Pool, create_pool
 from muster_runtime.postgres_uow import PostgresUnitOfWork
 
 from tests.databases import fresh_database_url
-from tests.unit.runtime.test_quiet_close_contract import COMPLETED, answer, delegated, run_close
+from tests.unit.runtime.test_quiet_decisions_contract import COMPLETED, answer, delegated, run_close
 from tests.unit.runtime.uow_harness import Harness
 
 
