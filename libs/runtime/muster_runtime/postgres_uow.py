@@ -81,6 +81,7 @@ class PostgresUnitOfWork(AbstractUnitOfWork):
         self._appends: list[eventstore.StagedAppend] = []
         self._commands: list[eventstore.StagedCommand] = []
         self._locked: dict[UUID, LockedReads] = {}
+        self._written: dict[str, int] = {}  # the last version this decision wrote per stream
 
     async def connection(self) -> Connection:
         """The transaction's connection (started on first use), for queries that are
@@ -106,6 +107,11 @@ class PostgresUnitOfWork(AbstractUnitOfWork):
             appends, commands = self._appends, self._commands
             self._appends, self._commands = [], []
             await eventstore.write_staged(conn, appends, commands)
+            for written in appends:
+                self._wrote(written.stream_id, written.first_version + len(written.batch.events) - 1)
+
+    def _wrote(self, stream_id: str, version: int) -> None:
+        self._written[stream_id] = max(version, self._written.get(stream_id, 0))
 
     async def _begin(self) -> None:
         self._held = await self._pool.acquire()
@@ -141,6 +147,7 @@ class PostgresUnitOfWork(AbstractUnitOfWork):
     async def _close(self) -> None:
         self._appends, self._commands = [], []
         self._locked.clear()
+        self._written.clear()
         self._collecting.__exit__(None, None, None)
         held, self._held, self._transaction = self._held, None, None
         await self._pool.release(held)
@@ -155,7 +162,9 @@ class PostgresUnitOfWork(AbstractUnitOfWork):
     ) -> None:
         self._locked.clear()
         if expected_version is None:
-            await eventstore.append(await self.connection(), stream_id, events, metadata=metadata)
+            stored = await eventstore.append(await self.connection(), stream_id, events, metadata=metadata)
+            if stored:
+                self._wrote(stream_id, stored[-1].stream_version)
         elif events:
             self._appends.append(eventstore.stage(stream_id, events, expected_version, metadata))
 
@@ -270,6 +279,15 @@ class PostgresUnitOfWork(AbstractUnitOfWork):
         return await eventstore.read_stream(await self._reader(), stream_id)
 
     async def current_version(self, stream_id: str) -> int:
+        # A stream this decision wrote, under its lock: nobody else extends it, so its own
+        # last version is the answer, without a read (and without writing what is staged).
+        staged = [
+            append.first_version + len(append.batch.events) - 1
+            for append in self._appends
+            if append.stream_id == stream_id
+        ]
+        if staged or stream_id in self._written:
+            return max([*staged, self._written.get(stream_id, 0)])
         return await eventstore.current_version(await self._reader(), stream_id)
 
     async def next_queued_input(self, session_id: UUID) -> Row | None:

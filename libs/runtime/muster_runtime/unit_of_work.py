@@ -214,7 +214,9 @@ class AbstractUnitOfWork(abc.ABC):
         """Every event of the stream, in order, as this transaction sees it."""
 
     @abc.abstractmethod
-    async def current_version(self, stream_id: str) -> int: ...
+    async def current_version(self, stream_id: str) -> int:
+        """The stream's version as this decision sees it, its own appends included. For a
+        stream it wrote, the caller holds the stream's lock (its session's row)."""
 
     @abc.abstractmethod
     async def next_queued_input(self, session_id: UUID) -> Row | None:

@@ -92,3 +92,22 @@ async def test_a_taken_version_found_at_commit_leaves_nothing(pool: Pool, writes
     assert await pool.fetchval("SELECT count(*) FROM sessions WHERE session_id = $1", other) == 0
     async with PostgresUnitOfWork(pool) as uow:  # the pooled connection is usable again
         assert await uow.lock_session(sid) is not None
+
+
+async def test_the_version_of_a_stream_the_decision_wrote_needs_no_read(
+    pool: Pool, writes: list[tuple[int, int]]
+) -> None:
+    sid = uuid4()
+    async with PostgresUnitOfWork(pool) as uow:
+        await uow.append(str(sid), [created(sid)], expected_version=0)
+    async with PostgresUnitOfWork(pool) as uow:
+        row = await uow.lock_session(sid)
+        assert row is not None
+        await uow.append(str(sid), [message(1), message(2)], expected_version=row["version"])
+        assert await uow.current_version(str(sid)) == 3  # staged, not yet written
+        await uow.append(str(sid), [message(3)], expected_version=3)
+        assert await uow.current_version(str(sid)) == 4
+        assert writes == [(1, 0)]  # only the first decision's write so far
+    assert writes == [(1, 0), (2, 0)]  # both appends in the one write at commit
+    async with PostgresUnitOfWork(pool) as uow:
+        assert await uow.current_version(str(sid)) == 4

@@ -161,3 +161,15 @@ async def test_a_decision_reads_its_own_appends_across_streams_before_commit(wor
         parent = await uow.lock_session(sid)
     assert parent is not None and parent["message_count"] == 2 and parent["version"] == 3
     assert len(work.sent()) == 1
+
+
+async def test_current_version_counts_the_decisions_own_appends(work: Harness) -> None:
+    sid = await new_session(work)
+    async with work.uow() as uow:
+        row = await uow.lock_session(sid)
+        assert row is not None and await uow.current_version(str(sid)) == 1
+        await uow.append(str(sid), [message(1), message(2)], expected_version=row["version"])
+        assert await uow.current_version(str(sid)) == 3
+        assert await uow.current_version(str(uuid4())) == 0  # a stream nobody wrote
+    async with work.uow() as uow:
+        assert await uow.current_version(str(sid)) == 3
