@@ -28,6 +28,7 @@ from muster_runtime.unit_of_work import (
     RUNNING_PHASES,
     AbstractUnitOfWork,
     ExecutionClaim,
+    LockedClaim,
     Row,
     RunClose,
     SessionClaim,
@@ -216,6 +217,16 @@ class InMemoryUnitOfWork(AbstractUnitOfWork):
         child = self._tables.sessions.get(execution["child_session_id"]) if execution else None
         state = await self.session_state(child["session_id"]) if leased and child else None
         return ExecutionClaim(first, execution, leased, child["phase"] if child else None, state)
+
+    async def claim_session(
+        self, consumer: str, message_id: str, session_id: UUID, owner: str, ttl_s: float
+    ) -> LockedClaim:
+        if not await self.first_delivery(consumer, message_id):
+            return LockedClaim(False, None, False)
+        row = await self.lock_session(session_id)
+        if row is None or row["session_type"] == "SUBAGENT":
+            return LockedClaim(True, row, False)
+        return LockedClaim(True, row, await self.try_lease(str(session_id), owner, ttl_s))
 
     async def claim_running_session(
         self, consumer: str, message_id: str, session_id: UUID, owner: str, ttl_s: float

@@ -71,6 +71,10 @@ LEFT JOIN LATERAL (SELECT s AS child, {STATE_READS}
                    WHERE c.leased AND s.session_id IS NOT NULL) st ON true
 """
 
+# A harness's claim under the session's lock (migration 0018): the command recorded, the lock
+# with its reads, the lease, and the session's state once the lease is held.
+CLAIM_SESSION = "SELECT * FROM muster_claim_session($1, $2, $3, $4, $5, $6::text[])"
+
 # A harness's claim of a command for a session whose turn runs, in one statement (ADR 0025):
 # the message recorded as processed and the session's lease taken only when the session runs
 # (RUNNING or RESUMING) and is not a subagent, and its whole state when the lease was taken.

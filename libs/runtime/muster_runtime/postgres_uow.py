@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import Any
 from uuid import UUID
@@ -35,6 +35,7 @@ from muster_runtime.eventstore import StoredEvent
 from muster_runtime.postgres_queries import (
     CLAIM_EXECUTION,
     CLAIM_RUNNING_SESSION,
+    CLAIM_SESSION,
     LOAD_STATE,
     LOCK_SESSION,
     LOCK_SESSIONS,
@@ -49,6 +50,7 @@ from muster_runtime.unit_of_work import (
     RUNNING_PHASES,
     AbstractUnitOfWork,
     ExecutionClaim,
+    LockedClaim,
     Row,
     RunClose,
     SessionBusy,
@@ -69,6 +71,7 @@ class LockedReads:
     queued: Row | None
     open_run: Row | None
     open_children: list[Row]
+    state: SessionSnapshot | None = None  # read after the lock by a claim (`claim_session`)
 
 
 class PostgresUnitOfWork(AbstractUnitOfWork):
@@ -221,6 +224,25 @@ class PostgresUnitOfWork(AbstractUnitOfWork):
         state = claimed_state(row)
         return ExecutionClaim(first, row if row["execution_id"] is not None else None, leased, phase, state)
 
+    async def claim_session(
+        self, consumer: str, message_id: str, session_id: UUID, owner: str, ttl_s: float
+    ) -> LockedClaim:
+        self._locked.pop(session_id, None)
+        conn = await self.connection()
+        row = await conn.fetchrow(
+            CLAIM_SESSION, consumer, message_id, session_id, owner, ttl_s, list(OPEN_STATUSES)
+        )
+        if not row["claim_first"]:
+            return LockedClaim(False, None, False)
+        self._remember(row)
+        reads = self._locked.get(session_id)
+        if reads is None:
+            return LockedClaim(True, None, False)
+        if row["claim_leased"]:
+            state = {**reads.row, **{k: row[k] for k in ("history", "started", "compaction")}}
+            self._locked[session_id] = replace(reads, state=snapshot(state))
+        return LockedClaim(True, dict(reads.row), row["claim_leased"])
+
     async def claim_running_session(
         self, consumer: str, message_id: str, session_id: UUID, owner: str, ttl_s: float
     ) -> SessionClaim:
@@ -273,6 +295,9 @@ class PostgresUnitOfWork(AbstractUnitOfWork):
         )
 
     async def session_state(self, session_id: UUID) -> SessionSnapshot | None:
+        locked = self._locked.get(session_id)
+        if locked is not None and locked.state is not None:  # read by the claim, nothing written since
+            return locked.state
         return snapshot(await (await self._reader()).fetchrow(LOAD_STATE, session_id))
 
     async def read_stream(self, stream_id: str) -> list[StoredEvent]:

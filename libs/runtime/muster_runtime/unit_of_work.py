@@ -66,6 +66,15 @@ class ExecutionClaim:
 
 
 @dataclass(frozen=True)
+class LockedClaim:
+    """A harness's claim of a session command under the session's lock (`claim_session`)."""
+
+    first: bool  # the command had not been applied before
+    row: Row | None  # the session's row, locked until commit (None: applied before, or unknown)
+    leased: bool  # this owner holds the session's lease now (never for a subagent)
+
+
+@dataclass(frozen=True)
 class SessionClaim:
     """A harness's claim of a command for a running session (`claim_running_session`):
     `outcome` is "claimed" (first delivery, lease taken, `state` is where the turn stands),
@@ -184,6 +193,14 @@ class AbstractUnitOfWork(abc.ABC):
     ) -> ExecutionClaim:
         """A worker's claim of a `RunExecution`: `first_delivery`, the execution, and (for a
         first delivery of an open execution) `try_lease` on it, with its child's phase."""
+
+    @abc.abstractmethod
+    async def claim_session(
+        self, consumer: str, message_id: str, session_id: UUID, owner: str, ttl_s: float
+    ) -> LockedClaim:
+        """`first_delivery`; for a first delivery `lock_session`; and for a session that
+        is not a subagent `try_lease`, in one round trip. The lock's reads (the queued
+        input, the session's state) are answered from it until the decision writes."""
 
     @abc.abstractmethod
     async def claim_running_session(

@@ -72,17 +72,18 @@ async def _claim_locked(
 ) -> bool:
     """The claim under the session's lock, starting its next turn if it is idle."""
     sid = cmd.session_id
-    if not await uow.first_delivery(CONSUMER, str(cmd.message_id)):
+    # The command recorded, the session locked and its lease taken in one round trip.
+    claim = await uow.claim_session(CONSUMER, str(cmd.message_id), sid, deps.runners.owner, deps.lease_ttl_s)
+    if not claim.first:
         return False
-    row = await uow.lock_session(sid)
-    if row is None:
+    if claim.row is None:
         log.warning("command_for_unknown_session type=%s session=%s", cmd.type, sid)
         return False
-    if row["session_type"] == "SUBAGENT":
+    if claim.row["session_type"] == "SUBAGENT":
         return False  # executions are the workers' job
-    if not await uow.try_lease(str(sid), deps.runners.owner, deps.lease_ttl_s):
+    if not claim.leased:
         return False  # another live instance runs this session
-    return await _begin_locked(uow, row)
+    return await _begin_locked(uow, claim.row)
 
 
 async def drive(

@@ -142,3 +142,41 @@ async def test_a_session_that_does_not_run_is_not_claimed_and_nothing_is_written
     async with work.uow() as uow:
         assert await uow.first_delivery("harness", "m-0")  # not recorded by the refusal
         assert await uow.lease_live(str(idle), datetime.now(UTC)) is None
+
+
+async def test_a_session_is_claimed_under_its_lock_with_its_reads(work: Harness) -> None:
+    sid = await running(work, 1)
+    queued = ev.UserMessageQueued(message_id=uuid4(), content="next")
+    async with work.uow() as uow:
+        await uow.append(str(sid), [COMPLETED, queued], expected_version=3)
+    async with work.uow() as uow:
+        claim = await uow.claim_session("harness", "m1", sid, "h1", 60)
+        assert claim.first and claim.leased and claim.row is not None
+        assert (claim.row["phase"], claim.row["version"]) == ("COMPLETED", 5)
+        assert (await uow.next_queued_input(sid) or {})["message_id"] == queued.message_id
+        state = await uow.session_state(sid)
+        assert state is not None and [m["seq"] for m in state.messages] == [1]
+        await uow.append(str(sid), [answer(2)], expected_version=5)
+        after = await uow.session_state(sid)  # read again: the decision wrote since
+        assert after is not None and [m["seq"] for m in after.messages] == [1, 2]
+    async with work.uow() as uow:
+        again = await uow.claim_session("harness", "m1", sid, "h2", 60)  # a redelivery
+        other = await uow.claim_session("harness", "m2", sid, "h2", 60)  # h1's lease is live
+    assert (again.first, again.row, again.leased) == (False, None, False)
+    assert other.first and other.row is not None and not other.leased
+
+
+async def test_a_claim_takes_no_lease_on_a_subagent_or_an_unknown_session(work: Harness) -> None:
+    parent, subagent = await running(work), uuid4()
+    async with work.uow() as uow:
+        await uow.append(str(subagent), [
+            ev.SessionCreated(session_id=subagent, user_id="u", session_type="SUBAGENT",
+                              parent_session_id=parent, root_session_id=parent),
+        ], expected_version=0)  # fmt: skip
+    async with work.uow() as uow:
+        child = await uow.claim_session("harness", "m1", subagent, "h1", 60)
+        unknown = await uow.claim_session("harness", "m2", uuid4(), "h1", 60)
+    assert child.first and child.row is not None and child.row["session_type"] == "SUBAGENT"
+    assert not child.leased and (unknown.first, unknown.row, unknown.leased) == (True, None, False)
+    async with work.uow() as uow:
+        assert await uow.lease_live(str(subagent), datetime.now(UTC)) is None

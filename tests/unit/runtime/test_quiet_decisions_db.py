@@ -9,11 +9,12 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
+from muster_runtime import postgres_uow
 from muster_runtime.db import Pool, create_pool
 from muster_runtime.postgres_uow import PostgresUnitOfWork
 
 from tests.databases import fresh_database_url
-from tests.unit.runtime.test_quiet_decisions_contract import COMPLETED, answer, delegated, run_close
+from tests.unit.runtime.test_quiet_decisions_contract import COMPLETED, answer, delegated, run_close, running
 from tests.unit.runtime.uow_harness import Harness
 
 
@@ -50,3 +51,16 @@ async def test_of_two_children_closing_together_exactly_one_is_the_last(pool: Po
     assert sorted(outcomes) == ["closed", "last"]
     statuses = await pool.fetch("SELECT status FROM executions ORDER BY status")
     assert [r["status"] for r in statuses] == ["COMPLETED", "RUNNING"]
+
+
+async def test_a_claims_state_is_read_with_its_lock_not_again(
+    pool: Pool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    work = Harness(lambda: PostgresUnitOfWork(pool), list)
+    sid = await running(work, 2)
+    monkeypatch.setattr(postgres_uow, "LOAD_STATE", "SELECT 1 / 0")  # any state read fails
+    async with work.uow() as uow:
+        claim = await uow.claim_session("harness", "m1", sid, "h1", 60)
+        assert claim.leased
+        state = await uow.session_state(sid)
+    assert state is not None and [m["seq"] for m in state.messages] == [1, 2]
