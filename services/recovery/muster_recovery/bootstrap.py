@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import logging
 import time
 from collections.abc import AsyncIterator
@@ -67,12 +68,15 @@ async def reconcile_forever(pool: Pool, settings: Settings) -> None:
         await asyncio.sleep(settings.reconcile_interval_s)
 
 
-def concerns(raw: bytes) -> bool:
+def concerns(raw: bytes, placements: tree_status.Placements | None = None) -> bool:
     """Most events need nothing from recovery: those are acknowledged unvalidated (a record
-    that is not an event is validated, and dead-lettered, as before)."""
+    that is not an event is validated, and dead-lettered, as before). A session's creation
+    tells `placements` where it sits."""
     peeked = peek_event(raw)
     if peeked is None:
         return True
+    if peeked.type == "SessionCreated" and placements is not None:
+        placements.learn(peeked.payload)
     return handlers.reacts_to(peeked.type, peeked.payload, peeked.metadata) or tree_status.reacts_to(
         peeked.type
     )
@@ -115,7 +119,7 @@ def build(settings: Settings) -> Recovery:
         # A backstop (the last child's worker settles the barrier, ADR 0011): polling the
         # broker every few ms for it would cost CPU on every turn for nothing.
         fetch_max_wait_ms=settings.recovery_fetch_max_wait_ms,
-        concerns=concerns,
+        concerns=functools.partial(concerns, placements=placements),
     )
     recovery = Recovery(settings=settings, broker=broker, app=FastStream(broker, lifespan=lifespan))
     return recovery

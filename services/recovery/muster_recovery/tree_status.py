@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import logging
 from collections import OrderedDict
+from collections.abc import Mapping
 from typing import Any
 from uuid import UUID
 
@@ -61,6 +62,22 @@ class Placements:
         self._size = size
         self._known: OrderedDict[UUID, Row] = OrderedDict()
 
+    def learn(self, created: Mapping[str, Any]) -> None:
+        """A `SessionCreated` payload, peeked at before its session's later events: where
+        that session sits, remembered when it can never change, so they need no read."""
+        try:
+            session_id = UUID(str(created["session_id"]))
+            root = UUID(str(created["root_session_id"]))
+            parent = created.get("parent_session_id")
+            row = {
+                "session_type": str(created.get("session_type") or "NORMAL"),
+                "parent_session_id": UUID(str(parent)) if parent else None,
+                "root_session_id": root,
+            }
+        except (KeyError, ValueError):
+            return  # read when needed, as any other
+        self._remember(session_id, row)
+
     async def of(self, pool: Pool, session_id: UUID) -> Row | None:
         row = self._known.get(session_id)
         if row is not None:
@@ -73,6 +90,10 @@ class Placements:
         if found is None:
             return None
         row = dict(found)
+        self._remember(session_id, row)
+        return row
+
+    def _remember(self, session_id: UUID, row: Row) -> None:
         fixed = (row["session_type"] == "NORMAL" and row["root_session_id"] == session_id) or (
             row["session_type"] == "SUBAGENT" and row["parent_session_id"] == row["root_session_id"]
         )
@@ -80,7 +101,6 @@ class Placements:
             self._known[session_id] = row
             if len(self._known) > self._size:
                 self._known.popitem(last=False)
-        return row
 
 
 async def on_event(event: RecordedEvent, pool: Pool, placements: Placements) -> None:
