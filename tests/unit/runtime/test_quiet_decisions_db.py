@@ -5,27 +5,15 @@ one of them is the round's last and goes the long way to settle the barrier (ADR
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
 from muster_runtime import postgres_uow
-from muster_runtime.db import Pool, create_pool
+from muster_runtime.db import Pool
 from muster_runtime.postgres_uow import PostgresUnitOfWork
 
-from tests.databases import fresh_database_url
 from tests.unit.runtime.test_quiet_decisions_contract import COMPLETED, answer, delegated, run_close, running
 from tests.unit.runtime.uow_harness import Harness
-
-
-@pytest.fixture
-async def pool(postgres_server_url: str) -> AsyncIterator[Pool]:
-    async with fresh_database_url(postgres_server_url, "quiet") as url:
-        pool: Any = await create_pool(url)
-        try:
-            yield pool
-        finally:
-            await pool.close()
 
 
 async def waiting_for_locks(pool: Pool, count: int) -> None:

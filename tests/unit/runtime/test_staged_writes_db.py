@@ -5,7 +5,6 @@ positions, outbox and projections as one append at a time."""
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator
 from typing import Any
 from uuid import UUID, uuid4
 
@@ -13,22 +12,11 @@ import pytest
 from muster_contracts import events as ev
 from muster_contracts.commands import RunExecution
 from muster_runtime import dispatch, eventstore
-from muster_runtime.db import Pool, create_pool
+from muster_runtime.db import Pool
 from muster_runtime.postgres_uow import PostgresUnitOfWork
 
-from tests.databases import fresh_database_url
 from tests.unit.runtime.fakes import Producer
 from tests.unit.runtime.uow_harness import created, message
-
-
-@pytest.fixture
-async def pool(postgres_server_url: str) -> AsyncIterator[Pool]:
-    async with fresh_database_url(postgres_server_url, "staged") as url:
-        pool: Any = await create_pool(url)
-        try:
-            yield pool
-        finally:
-            await pool.close()
 
 
 @pytest.fixture
