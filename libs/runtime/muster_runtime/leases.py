@@ -5,14 +5,18 @@ from __future__ import annotations
 
 from muster_runtime.db import Connection, Pool
 
+# How an insert into `leases` meets a held lease: it takes it over only when it has expired
+# or is the inserter's own (a renewal); the claims' single statements use it too.
+TAKE_OVER = """ON CONFLICT (resource_id) DO UPDATE
+        SET owner = EXCLUDED.owner, expires_at = EXCLUDED.expires_at
+        WHERE leases.expires_at < now() OR leases.owner = EXCLUDED.owner"""
+
 
 async def try_acquire(conn: Connection | Pool, resource_id: str, owner: str, ttl_s: float) -> bool:
     owner_now = await conn.fetchval(
-        """INSERT INTO leases (resource_id, owner, expires_at)
+        f"""INSERT INTO leases (resource_id, owner, expires_at)
            VALUES ($1, $2, now() + make_interval(secs => $3))
-           ON CONFLICT (resource_id) DO UPDATE
-               SET owner = EXCLUDED.owner, expires_at = EXCLUDED.expires_at
-               WHERE leases.expires_at < now() OR leases.owner = EXCLUDED.owner
+           {TAKE_OVER}
            RETURNING owner""",
         resource_id,
         owner,

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 from uuid import UUID
 
+from muster_runtime.leases import TAKE_OVER
 from muster_runtime.unit_of_work import SessionSnapshot
 
 # What a session `s` holds besides its row: its visible history, its started tool calls and
@@ -56,9 +57,7 @@ lease AS (
     SELECT $3::uuid::text, $4, now() + make_interval(secs => $5)
     WHERE EXISTS (SELECT 1 FROM first)
       AND EXISTS (SELECT 1 FROM executions WHERE execution_id = $3::uuid AND status = ANY($6::text[]))
-    ON CONFLICT (resource_id) DO UPDATE
-        SET owner = EXCLUDED.owner, expires_at = EXCLUDED.expires_at
-        WHERE leases.expires_at < now() OR leases.owner = EXCLUDED.owner
+    {TAKE_OVER}
     RETURNING owner),
 claimed AS (SELECT coalesce((SELECT owner FROM lease) = $4, false) AS leased)
 SELECT EXISTS (SELECT 1 FROM first) AS claim_first, c.leased AS claim_leased,
@@ -91,9 +90,7 @@ lease AS (
     INSERT INTO leases (resource_id, owner, expires_at)
     SELECT $3::uuid::text, $4, now() + make_interval(secs => $5)
     WHERE EXISTS (SELECT 1 FROM first)
-    ON CONFLICT (resource_id) DO UPDATE
-        SET owner = EXCLUDED.owner, expires_at = EXCLUDED.expires_at
-        WHERE leases.expires_at < now() OR leases.owner = EXCLUDED.owner
+    {TAKE_OVER}
     RETURNING owner),
 claimed AS (SELECT EXISTS (SELECT 1 FROM target) AS running, EXISTS (SELECT 1 FROM first) AS first,
                    coalesce((SELECT owner FROM lease) = $4, false) AS leased)

@@ -99,11 +99,6 @@ class RunClose:
     finished_metadata: dict[str, Any] | None = None
 
 
-# Why `close_quietly` wrote nothing: the session no longer runs, moved on, has an input
-# queued; the run is no longer the child's open execution at the claimed version; or it is
-# its round's last open run (the barrier is decided under the locks, the long way).
-QUIET_CLOSE_REFUSALS = ("gone", "moved", "queued", "changed", "last")
-
 
 class AbstractUnitOfWork(abc.ABC):
     """What a decision may do between lock and commit. Lock order everywhere: a child
@@ -169,7 +164,10 @@ class AbstractUnitOfWork(abc.ABC):
         run is still the session's open execution at its claimed version and another run of
         the parent is still open. Then `events` go on the session after its current
         version and `run`'s events on the run's and the parent's streams; "closed". Else
-        one of `QUIET_CLOSE_REFUSALS`, and nothing was written."""
+        why not, and nothing was written: "gone" (not running), "moved" (messages were
+        recorded since), "queued" (an input waits), "changed" (the run is no longer the
+        open execution at its claimed version) or "last" (the round's last open run: its
+        barrier is decided under the locks)."""
 
     @abc.abstractmethod
     async def store_blobs(self, blobs: Mapping[str, str]) -> None:
