@@ -260,7 +260,7 @@ async def _close_turn(
         queued = await uow.next_queued_input(state.session_id)
         if deps.on_close is not None:
             await deps.on_close(uow, state, final, phase)
-        next_turn = await store.start_turn_with(uow, row, queued, after=[*final, phase])
+        next_turn = await store.start_turn_with(uow, row, queued, after=[*final, phase]) is not None
     log.info("turn_finished session=%s phase=%s next_turn=%s", state.session_id, phase.phase, next_turn)
     # A next turn starts from a reload: its USER message was written by the gateway's input.
     return (StepOutcome.CONTINUE if next_turn else StepOutcome.IDLE), None

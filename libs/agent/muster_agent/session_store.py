@@ -148,6 +148,11 @@ async def answer_open_calls(
     numbered from `first_seq`: a new USER message may only follow a complete round."""
     state = await load_state(uow, session_id)
     assert state is not None
+    return open_call_errors(state, first_seq)
+
+
+def open_call_errors(state: SessionState, first_seq: int) -> list[ev.MessageRecorded]:
+    """`answer_open_calls` for a state already read."""
     reason = error_result("interrupted: the turn ended before this tool call finished")
     return [
         tool_message(call["id"], reason)(first_seq + i)
@@ -157,12 +162,14 @@ async def answer_open_calls(
 
 async def start_next_turn(
     uow: AbstractUnitOfWork, row: Mapping[str, Any], *, after: Sequence[ev.DomainEvent] = ()
-) -> bool:
+) -> SessionState | None:
     """With the session row locked: turn the oldest queued input into the USER message of
     a new RUNNING turn. Unanswered tool calls of an earlier (cancelled or crashed) turn get
     an error result first, so the history stays valid and nothing is re-run.
 
-    `after` are events the caller appends first in the same transaction (a turn's end)."""
+    `after` are events the caller appends first in the same transaction (a turn's end).
+    Returns the session's state once the turn has started, carried forward from the state
+    this decision read (a reload would return the same), or None: no input was queued."""
     queued = await uow.next_queued_input(row["session_id"])
     return await start_turn_with(uow, row, queued, after=after)
 
@@ -173,13 +180,18 @@ async def start_turn_with(
     queued: Row | None,
     *,
     after: Sequence[ev.DomainEvent] = (),
-) -> bool:
+) -> SessionState | None:
     """`start_next_turn` with the oldest queued input already read (under the same lock)."""
     session_id: UUID = row["session_id"]
     events: list[ev.DomainEvent] = list(after)
     seq = row["message_count"] + sum(isinstance(e, ev.MessageRecorded) for e in after)
+    before: SessionState | None = None
     if queued is not None:
-        closing = await answer_open_calls(uow, session_id, seq + 1)
+        # Free when a claim read the state with its lock; otherwise the one read the open
+        # calls' answers need anyway.
+        before = await load_state(uow, session_id)
+        assert before is not None
+        closing = open_call_errors(before, seq + 1)
         events += closing
         seq += len(closing) + 1
         events.append(
@@ -190,6 +202,8 @@ async def start_turn_with(
         events.append(ev.SessionPhaseChanged(phase="RUNNING"))
     if events:
         await uow.append(str(session_id), events, expected_version=row["version"])
-    if queued is not None:
-        lineage.begin_turn(queued["message_id"])
-    return queued is not None
+    if queued is None or before is None:
+        return None
+    lineage.begin_turn(queued["message_id"])
+    # As loaded: the turn's first step still looks for a crash's tail, as after a reload.
+    return replace(advance(before, row["version"], events), loaded=before.loaded)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 from uuid import UUID
 
 from muster_agent import session_store as store
@@ -30,6 +30,17 @@ class HarnessDeps:
     lease_ttl_s: float
 
 
+class Begun(NamedTuple):
+    """Whether a claim leaves a turn running here, and the state to start its loop from
+    when the claim read or started it (None: the loop loads it)."""
+
+    running: bool
+    state: SessionState | None = None
+
+
+NOT_BEGUN = Begun(False)
+
+
 async def process_session(cmd: ProcessSession | ResumeSession, deps: HarnessDeps) -> None:
     """Drive a session: start its next queued turn if idle, or take over a running turn
     nobody holds. Safe to receive any number of times. Claiming the command and the lease
@@ -50,11 +61,11 @@ async def process_session(cmd: ProcessSession | ResumeSession, deps: HarnessDeps
             begun = await _claim_locked(uow, cmd, deps)
         elif claim.outcome == "claimed" and claim.state is not None:
             log.info("session_loop_start session=%s phase=%s", sid, claim.state.row["phase"])
-            begun = True
+            begun = Begun(True, snapshot_state(claim.state))
         else:
             return  # applied before, or another live instance runs this session
-    if begun:
-        first = [snapshot_state(claim.state)]
+    if begun.running:
+        first = [begun.state]
 
         async def body() -> None:
             # The first run starts from the turn begun or claimed above; a re-run (another
@@ -69,20 +80,20 @@ async def process_session(cmd: ProcessSession | ResumeSession, deps: HarnessDeps
 
 async def _claim_locked(
     uow: AbstractUnitOfWork, cmd: ProcessSession | ResumeSession, deps: HarnessDeps
-) -> bool:
+) -> Begun:
     """The claim under the session's lock, starting its next turn if it is idle."""
     sid = cmd.session_id
     # The command recorded, the session locked and its lease taken in one round trip.
     claim = await uow.claim_session(CONSUMER, str(cmd.message_id), sid, deps.runners.owner, deps.lease_ttl_s)
     if not claim.first:
-        return False
+        return NOT_BEGUN
     if claim.row is None:
         log.warning("command_for_unknown_session type=%s session=%s", cmd.type, sid)
-        return False
+        return NOT_BEGUN
     if claim.row["session_type"] == "SUBAGENT":
-        return False  # executions are the workers' job
+        return NOT_BEGUN  # executions are the workers' job
     if not claim.leased:
-        return False  # another live instance runs this session
+        return NOT_BEGUN  # another live instance runs this session
     return await _begin_locked(uow, claim.row)
 
 
@@ -94,20 +105,21 @@ async def drive(
     if begun is None:
         async with deps.loop.uows() as uow:
             row = await uow.lock_session(session_id)
-            begun = row is not None and await _begin_locked(uow, row)
+            begun = row is not None and (await _begin_locked(uow, row)).running
     if begun and await run_until_idle(deps.loop, session_id, state) == StepOutcome.WAITING:
         log.info("session_waiting_for_children session=%s", session_id)
 
 
-async def _begin_locked(uow: AbstractUnitOfWork, row: Mapping[str, Any]) -> bool:
-    """With the session locked: True when a turn runs (already, or started now from the
-    oldest queued input)."""
+async def _begin_locked(uow: AbstractUnitOfWork, row: Mapping[str, Any]) -> Begun:
+    """With the session locked: whether a turn runs (already, or started now from the
+    oldest queued input), with the state of a turn started now."""
     if row["phase"] in store.RUNNING_PHASES:
         log.info("session_loop_start session=%s phase=%s", row["session_id"], row["phase"])
-        return True
+        return Begun(True)
     if row["phase"] in store.WAITING_PHASES:
-        return False  # its answer resumes it; queued input waits for the turn's end
-    return await store.start_next_turn(uow, row)
+        return NOT_BEGUN  # its answer resumes it; queued input waits for the turn's end
+    started = await store.start_next_turn(uow, row)
+    return Begun(started is not None, started)
 
 
 async def compact_session(cmd: CompactSession, deps: HarnessDeps) -> None:

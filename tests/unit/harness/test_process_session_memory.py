@@ -1,6 +1,7 @@
 """The harness's claim of a session command, in memory: a turn that already runs is claimed
 in one step and its loop starts from the state the claim read; an idle session with queued
-input has its turn started under its lock; a command applied before starts nothing."""
+input has its turn started under its lock, and its loop starts from the state the claim
+carried forward; a command applied before starts nothing."""
 
 from __future__ import annotations
 
@@ -59,21 +60,16 @@ async def test_a_running_turn_is_claimed_once_and_its_loop_starts_from_the_claim
     await process_session(resume, deps(world, runners))
     await process_session(resume, deps(world, runners))  # a redelivery
     assert [key for key, _ in runners.started] == [sid]
-    starts: list[SessionState | None] = []
-
-    async def loop(deps: LoopDeps, session_id: UUID, state: SessionState | None = None) -> str:
-        starts.append(state)
-        return await run_until_idle(deps, session_id, state)
-
-    monkeypatch.setattr(handlers, "run_until_idle", loop)
-    await runners.started[0][1]()
+    starts = await run_started(runners, monkeypatch)
     assert len(starts) == 1 and starts[0] is not None  # from the claim's read, not one of its own
     assert [m.content for m in starts[0].messages] == ["the task"]
     assert world.model.seen == [["the task"]]
     assert (await world.state(sid)).phase == "COMPLETED"
 
 
-async def test_an_idle_session_with_queued_input_starts_its_turn_under_its_lock(tmp_path: Path) -> None:
+async def test_an_idle_session_with_queued_input_starts_its_turn_under_its_lock(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     world, runners = World(tmp_path, model=Recorder()), Runners()
     sid = await world.session("first")
     await world.append(sid, ev.SessionPhaseChanged(phase="COMPLETED"))
@@ -83,3 +79,19 @@ async def test_an_idle_session_with_queued_input_starts_its_turn_under_its_lock(
     state = await world.state(sid)
     assert state.phase == "RUNNING" and state.messages[-1].message_id == queued
     assert [key for key, _ in runners.started] == [sid]
+    starts = await run_started(runners, monkeypatch)
+    assert starts == [state]  # the turn's state as the claim started it, not a load of its own
+    assert world.model.seen == [["first", "second"]]
+
+
+async def run_started(runners: Runners, monkeypatch: pytest.MonkeyPatch) -> list[SessionState | None]:
+    """Run the body the handler started; returns the states its loop was started from."""
+    starts: list[SessionState | None] = []
+
+    async def loop(deps: LoopDeps, session_id: UUID, state: SessionState | None = None) -> str:
+        starts.append(state)
+        return await run_until_idle(deps, session_id, state)
+
+    monkeypatch.setattr(handlers, "run_until_idle", loop)
+    await runners.started[0][1]()
+    return starts

@@ -6,8 +6,11 @@ from __future__ import annotations
 
 import asyncio
 from typing import Any
+from uuid import uuid4
 
 import pytest
+from muster_agent import session_store as store
+from muster_contracts import events as ev
 from muster_runtime import postgres_uow
 from muster_runtime.db import Pool
 from muster_runtime.postgres_uow import PostgresUnitOfWork
@@ -52,3 +55,23 @@ async def test_a_claims_state_is_read_with_its_lock_not_again(
         assert claim.leased
         state = await uow.session_state(sid)
     assert state is not None and [m["seq"] for m in state.messages] == [1, 2]
+
+
+async def test_a_turn_started_by_a_claim_carries_the_claims_state_as_a_reload_would_read_it(
+    pool: Pool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    work = Harness(lambda: PostgresUnitOfWork(pool), list)
+    sid = await running(work, 2)
+    async with work.uow() as uow:
+        ended = [answer(3), COMPLETED, ev.UserMessageQueued(message_id=uuid4(), content="next")]
+        await uow.append(str(sid), ended, expected_version=4)
+    with monkeypatch.context() as patched:
+        patched.setattr(postgres_uow, "LOAD_STATE", "SELECT 1 / 0")  # any state read fails
+        async with work.uow() as uow:
+            claim = await uow.claim_session("harness", "m1", sid, "h1", 60)
+            assert claim.row is not None
+            started = await store.start_next_turn(uow, claim.row)
+    reloaded = await store.read_state(work.uow, sid)
+    assert started is not None and reloaded is not None
+    assert [m.content for m in started.messages] == ["m1", "m2", "done", "next"]
+    assert started == reloaded
