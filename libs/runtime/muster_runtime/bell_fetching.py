@@ -21,11 +21,14 @@ Clock = Callable[[], float]
 
 
 class Chase:
-    """How long a consumer keeps fetching after a ring or records, before it waits for
-    the bell again. The local broker acknowledges a record a little before a fetch can
-    return it (a few milliseconds on a busy machine), so a fetch sent on a ring can come
-    back empty: the consumer then polls at its busy wait for `CHASE_S`, and the bell's
-    fallback covers a record slower than that."""
+    """When a consumer fetches again at once rather than wait for the bell.
+
+    After records it fetches once more (more may have come meanwhile; an empty answer ends
+    it). After a ring it keeps fetching until records come, for at most `CHASE_S`: the local
+    broker acknowledges a record a little before a fetch can return it (a few milliseconds
+    on a busy machine), so a fetch sent on a ring can come back empty; the bell's fallback
+    covers a record slower than that. Records end the chase: the next publication rings
+    again, so a consumer does not keep the broker answering empty fetches in between."""
 
     CHASE_S = 0.025
 
@@ -34,12 +37,11 @@ class Chase:
         self._until = 0.0
 
     def chasing(self, fetched: bool) -> bool:
-        """After a fetch: whether to fetch again at once (records came, or a ring did
-        within `CHASE_S`) rather than wait for the bell."""
-        now = self._clock()
+        """After a fetch: whether to fetch again at once rather than wait for the bell."""
         if fetched:
-            self._until = now + self.CHASE_S
-        return now < self._until
+            self._until = 0.0  # the rung records came
+            return True
+        return self._clock() < self._until
 
     def rung(self, rung: bool) -> None:
         if rung:
