@@ -39,7 +39,7 @@ class Chase:
     def chasing(self, fetched: bool) -> bool:
         """After a fetch: whether to fetch again at once rather than wait for the bell."""
         if fetched:
-            self._until = 0.0  # the rung records came
+            self._until = 0.0  # records came: a ring, if any, has been answered
             return True
         return self._clock() < self._until
 
