@@ -26,6 +26,9 @@ def tansu_binary() -> Path:
     return path
 
 
+BROKER_THREADS = 1
+
+
 def broker_spec(port: int, environ: Mapping[str, str], settings: Settings) -> ChildSpec:
     """Tansu on `port`, with the launcher's environment `environ` (less Tansu's own
     variables); its readiness creates the topics `settings` ask for."""
@@ -35,6 +38,10 @@ def broker_spec(port: int, environ: Mapping[str, str], settings: Settings) -> Ch
     # Tansu also reads settings from these variables; an inherited one (say CLUSTER_ID or
     # SCHEMA_REGISTRY meant for another tool) would silently change how it behaves.
     env = {k: v for k, v in environ.items() if k not in _TANSU_ENV}
+    # One runtime thread unless asked otherwise: its in-memory work per request is small, and
+    # handing each request between threads cost more than the work on a machine whose every
+    # core is busy with the services (ADR 0026).
+    env.setdefault("TOKIO_WORKER_THREADS", str(BROKER_THREADS))
 
     async def ready() -> None:
         await ensure_topics(f"127.0.0.1:{port}", settings)

@@ -11,10 +11,13 @@ import asyncio
 from collections.abc import Coroutine
 from typing import Any, TypeVar
 
+from muster_runtime import collector
+
 T = TypeVar("T")
 
 
 def run(main: Coroutine[Any, Any, T]) -> T:
+    collector.tune()
     try:
         import uvloop
     except ImportError:  # pragma: no cover - platforms without uvloop

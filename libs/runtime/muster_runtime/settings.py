@@ -22,6 +22,8 @@ from pydantic_settings import (
     SettingsConfigDict,
 )
 
+from muster_runtime import topics
+
 # The services `muster run` starts; `<NAME>` in the per-service variables below.
 SERVICE_NAMES = ("gateway", "harness", "subagent-worker", "recovery")
 
@@ -110,7 +112,9 @@ class Settings(BaseSettings):
     compaction_threshold: float = Field(0.8, gt=0, le=1, validation_alias=_var("MUSTER_COMPACTION_THRESHOLD"))
 
     # --- Kafka
-    partitions: int = Field(4, ge=1, validation_alias=_var("MUSTER_PARTITIONS"))
+    # Every fetch from the local broker costs it work per partition asked for (ADR 0026);
+    # with Kafka in deploy/ set it to the instances planned.
+    partitions: int = Field(topics.DEFAULT_PARTITIONS, ge=1, validation_alias=_var("MUSTER_PARTITIONS"))
     kafka_replication_factor: int = Field(1, ge=1, validation_alias=_var("MUSTER_KAFKA_REPLICATION_FACTOR"))
     # Tansu may answer a waiting fetch only when fetch_max_wait_ms elapses, so each consume
     # hop costs this much latency; keep it tiny locally, leave Kafka's default in deploy/.

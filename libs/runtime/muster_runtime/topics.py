@@ -11,6 +11,10 @@ DEAD_LETTERS = "muster.dlq"
 ALL = (COMMANDS, EVENTS, DELEGATIONS, DEAD_LETTERS)
 
 
-def partitions(count: int = 4) -> dict[str, int]:
+# Enough for two instances of each service to share the work (ADR 0026).
+DEFAULT_PARTITIONS = 2
+
+
+def partitions(count: int = DEFAULT_PARTITIONS) -> dict[str, int]:
     """Partition count per topic: `count` (MUSTER_PARTITIONS, `Settings.partitions`), DLQ always 1."""
     return {COMMANDS: count, EVENTS: count, DELEGATIONS: count, DEAD_LETTERS: 1}

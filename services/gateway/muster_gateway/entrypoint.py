@@ -9,7 +9,7 @@ from __future__ import annotations
 import logging
 
 import uvicorn
-from muster_runtime import logs
+from muster_runtime import collector, logs
 from muster_runtime.settings import Settings
 from muster_runtime.tokens import TokenError, load_tokens
 
@@ -53,4 +53,5 @@ def run() -> None:
         settings.gateway_port,
         len(set(tokens.values())),
     )
+    collector.tune()
     uvicorn.Server(config).run()

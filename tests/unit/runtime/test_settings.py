@@ -33,7 +33,7 @@ DEFAULTS = {
     "context_tokens": 128_000,
     "compaction_threshold": 0.8,
     "script_summary_delay_ms": 0.0,
-    "partitions": 4,
+    "partitions": 2,
     "kafka_replication_factor": 1,
     "log_level": "INFO",
     "agents_file": None,
