@@ -11,6 +11,11 @@ records to a topic (the broker has acknowledged them) sends an empty datagram to
 there. A consumer whose fetch came back empty sends the next one when rung, or after a
 fallback interval.
 
+A ring names the keys of the records it announces (up to `MAX_RING_KEYS`; more, or a key
+that cannot be named, and it names none: "anything"). A consumer that acts on the records
+of a few keys only (the gateway, on watched streams) opens its bell with `relevant` and is
+not woken by rings naming none of them: those records wait for its next fetch.
+
 A ring is only a hint: the records are in the broker whether or not it arrives. A record
 whose publisher does not ring (a process outside the cluster), or a ring lost (a consumer
 started after the ringer last listed the directory), waits at most the fallback.
@@ -37,6 +42,14 @@ MAX_SOCKET_PATH = 107
 # The longest name a bell gets inside its topic's directory: `<pid>.<serial>`.
 _NAME_ROOM = len("/4194304.999999")
 _serial = itertools.count(1)
+# Keys a ring names at most: past this it names none (any consumer wakes), which is what a
+# burst with that many keys would do to a filtering consumer anyway.
+MAX_RING_KEYS = 64
+_KEY_SEPARATOR = b"\n"
+# Room for MAX_RING_KEYS stream ids (36 characters each) and their separators.
+_RING_BYTES = 4096
+
+Relevant = Callable[[bytes], bool]
 
 
 def fits(directory: Path, topics: Iterable[str]) -> bool:
@@ -45,10 +58,12 @@ def fits(directory: Path, topics: Iterable[str]) -> bool:
 
 
 class Bell:
-    """A consumer's bell: one socket per topic it consumes, counting the rings of all."""
+    """A consumer's bell: one socket per topic it consumes, counting the rings of all (with
+    `relevant`, only those naming no key or a key it accepts)."""
 
-    def __init__(self, sockets: list[tuple[socket.socket, Path]]) -> None:
+    def __init__(self, sockets: list[tuple[socket.socket, Path]], relevant: Relevant | None = None) -> None:
         self._sockets = sockets
+        self._relevant = relevant
         self.rings = 0
         self._waiters: list[asyncio.Future[None]] = []
         loop = asyncio.get_running_loop()
@@ -56,7 +71,7 @@ class Bell:
             loop.add_reader(sock.fileno(), self._drain, sock)
 
     @classmethod
-    def open(cls, directory: Path, topics: Iterable[str]) -> Bell:
+    def open(cls, directory: Path, topics: Iterable[str], relevant: Relevant | None = None) -> Bell:
         """Bind this consumer's sockets (inside a running event loop)."""
         sockets: list[tuple[socket.socket, Path]] = []
         name = f"{os.getpid()}.{next(_serial)}"
@@ -73,22 +88,27 @@ class Bell:
         except BaseException:
             _close_all(sockets)
             raise
-        return cls(sockets)
+        return cls(sockets, relevant)
 
     def _drain(self, sock: socket.socket) -> None:
         rung = False
         while True:
             try:
-                sock.recv(16)
+                named = sock.recv(_RING_BYTES)
             except OSError:  # drained (BlockingIOError), or closed meanwhile
                 break
-            rung = True
+            rung = rung or self._wakes(named)
         if rung:
             self.rings += 1
             waiters, self._waiters = self._waiters, []
             for waiter in waiters:
                 if not waiter.done():
                     waiter.set_result(None)
+
+    def _wakes(self, named: bytes) -> bool:
+        if self._relevant is None or not named:
+            return True
+        return any(self._relevant(key) for key in named.split(_KEY_SEPARATOR))
 
     async def wait_beyond(
         self, seen: int, timeout_s: float, *, unless: asyncio.Future[Any] | None = None
@@ -133,17 +153,34 @@ class Ringer:
         self._socket.setblocking(False)
 
     def ring(self, topics: Iterable[str]) -> None:
-        for topic in set(topics):
-            # A copy: `_forget` drops dead bells from the cached listing meanwhile.
-            for address in list(self._bells(topic)):
-                try:
-                    self._socket.sendto(b"", address)
-                except BlockingIOError:
-                    pass  # its queue is full of rings it has not read yet: it is awake
-                except (ConnectionRefusedError, FileNotFoundError):
-                    self._forget(topic, address)
-                except OSError as exc:  # a hint only: the consumer falls back to polling
-                    log.debug("ring_failed topic=%s error=%s", topic, type(exc).__name__)
+        """Ring for records of `topics`, naming no key."""
+        self.ring_records((topic, None) for topic in topics)
+
+    def ring_records(self, records: Iterable[tuple[str, bytes | None]]) -> None:
+        """Ring for published records, given as (topic, key): each topic's bells once."""
+        keys: dict[str, set[bytes] | None] = {}
+        for topic, key in records:
+            named = keys.setdefault(topic, set())
+            if named is None:
+                continue
+            if key is None or _KEY_SEPARATOR in key or len(named) >= MAX_RING_KEYS:
+                keys[topic] = None  # names none: wakes every consumer
+            else:
+                named.add(key)
+        for topic, named in keys.items():
+            self._ring(topic, _KEY_SEPARATOR.join(sorted(named)) if named else b"")
+
+    def _ring(self, topic: str, payload: bytes) -> None:
+        # A copy: `_forget` drops dead bells from the cached listing meanwhile.
+        for address in list(self._bells(topic)):
+            try:
+                self._socket.sendto(payload, address)
+            except BlockingIOError:
+                pass  # its queue is full: it has rings to read (a lost one waits the fallback)
+            except (ConnectionRefusedError, FileNotFoundError):
+                self._forget(topic, address)
+            except OSError as exc:  # a hint only: the consumer falls back to polling
+                log.debug("ring_failed topic=%s error=%s", topic, type(exc).__name__)
 
     def _bells(self, topic: str) -> list[str]:
         now = self._clock()

@@ -105,7 +105,7 @@ class Dispatcher:
             log.warning("direct_publish_failed error=%s rows=%d", type(exc).__name__, len(items))
             return
         if self._ringer is not None:  # acknowledged: a consumer rung now finds the records
-            self._ringer.ring(item.topic for item in items)
+            self._ringer.ring_records((item.topic, item.key) for item in items)
         self._sent += [item.outbox_id for item in items]
         self._wake.set()
 

@@ -17,7 +17,7 @@ code is patched; the one private attribute written is the fetcher's wait.
 
 With a bells directory (`bells`), a consumer whose fetch wait is at most the bell's
 fallback polls no more: after an empty fetch the next goes out when it is rung, or after
-the fallback (`bell_fetching`).
+the fallback (`bell_fetching`); with `bell_relevant`, only by rings naming a key it accepts.
 
 `AdaptiveConsumer.getmany` also keeps waiting (in `timeout_ms` slices) until records
 arrive: FastStream's batch loop sleeps `batch_timeout_ms` after an empty `getmany`, and a
@@ -37,7 +37,7 @@ from aiokafka import AIOKafkaConsumer
 from faststream.kafka import KafkaBroker
 
 from muster_runtime.bell_fetching import gate_on_bell
-from muster_runtime.bells import Bell
+from muster_runtime.bells import Bell, Relevant
 from muster_runtime.commits import CommitBehind
 
 Clock = Callable[[], float]
@@ -84,6 +84,7 @@ class AdaptiveConsumer(CommitBehind):
         clock: Clock = time.monotonic,
         bells_dir: Path | None = None,
         bell_fallback_s: float = 0.1,
+        bell_relevant: Relevant | None = None,
         **options: Any,
     ) -> None:
         super().__init__(*topics, **options)
@@ -94,13 +95,14 @@ class AdaptiveConsumer(CommitBehind):
         # not care for latency: it keeps polling at its own pace.
         self._bells_dir = bells_dir if busy_ms <= bell_fallback_s * 1000 else None
         self._bell_fallback_s = bell_fallback_s
+        self._bell_relevant = bell_relevant
         self.bell: Bell | None = None
 
     async def start(self) -> None:
         await super().start()
         if self._bells_dir is None or self._fetcher is None:
             return
-        self.bell = Bell.open(self._bells_dir, self.subscription())
+        self.bell = Bell.open(self._bells_dir, self.subscription(), self._bell_relevant)
         gate_on_bell(
             self._fetcher,
             self.bell,
@@ -142,6 +144,7 @@ def adaptive_builder(
     idle_after_s: float,
     bells_dir: Path | None = None,
     bell_fallback_s: float = 0.1,
+    bell_relevant: Relevant | None = None,
 ) -> Callable[..., AIOKafkaConsumer]:
     """FastStream's consumer factory, making `AdaptiveConsumer`s with the same options."""
     if not isinstance(builder, partial) or builder.func is not AIOKafkaConsumer:
@@ -153,6 +156,7 @@ def adaptive_builder(
         idle_after_s=idle_after_s,
         bells_dir=bells_dir,
         bell_fallback_s=bell_fallback_s,
+        bell_relevant=bell_relevant,
         **builder.keywords,
     )
 
@@ -168,6 +172,7 @@ class AdaptiveFetchBroker(KafkaBroker):
         idle_after_s: float = 2.0,
         bells_dir: Path | None = None,
         bell_fallback_s: float = 0.1,
+        bell_relevant: Relevant | None = None,
         **kwargs: Any,
     ) -> None:
         super().__init__(*args, **kwargs)
@@ -175,6 +180,7 @@ class AdaptiveFetchBroker(KafkaBroker):
         self._idle_after_s = idle_after_s
         self._bells_dir = bells_dir
         self._bell_fallback_s = bell_fallback_s
+        self._bell_relevant = bell_relevant
 
     async def _connect(self) -> Callable[..., AIOKafkaConsumer]:
         builder = await super()._connect()
@@ -184,6 +190,7 @@ class AdaptiveFetchBroker(KafkaBroker):
             idle_after_s=self._idle_after_s,
             bells_dir=self._bells_dir,
             bell_fallback_s=self._bell_fallback_s,
+            bell_relevant=self._bell_relevant,
         )
         if adapted is not builder:
             # Subscribers read the config's builder when they start, after connecting.

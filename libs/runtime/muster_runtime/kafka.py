@@ -80,7 +80,7 @@ def publisher(producer: AIOKafkaProducer, ringer: Ringer | None = None) -> Publi
         ]
         await asyncio.gather(*futures)
         if ringer is not None:
-            ringer.ring(topic for topic, _, _, _ in batch)
+            ringer.ring_records((topic, key) for topic, key, _, _ in batch)
 
     return publish
 

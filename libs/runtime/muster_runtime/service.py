@@ -54,7 +54,9 @@ class PatientKafkaBroker(AdaptiveFetchBroker):
         return await retrying.call(policy, connect)
 
 
-def make_broker(settings: Settings, service: str) -> KafkaBroker:
+def make_broker(
+    settings: Settings, service: str, *, bell_relevant: bells.Relevant | None = None
+) -> KafkaBroker:
     # Our log format; FastStream's per-message lines only at DEBUG. No dependency injection:
     # it resolves a handler's message parameter (a context field) in a worker thread, once
     # per batch, which cost each service about a tenth of its CPU. Handlers take the
@@ -68,6 +70,7 @@ def make_broker(settings: Settings, service: str) -> KafkaBroker:
         idle_after_s=settings.kafka_idle_after_ms / 1000,
         bells_dir=settings.bells_dir,
         bell_fallback_s=settings.bell_fallback_ms / 1000,
+        bell_relevant=bell_relevant,
     )
 
 

@@ -38,11 +38,23 @@ LIVE_EVENTS = "gateway-live-events"  # the subscriber's AsyncAPI title
 TOOL_REQUESTED = b'"ToolRequested"'
 
 
+def acts_on(hub: Hub, local: LocalTools | None) -> Callable[[bytes], bool]:
+    """Which `muster.events` keys the live consumer acts on: a watched stream's, and any
+    while a LOCAL client is attached. A ring naming none of them does not wake it: those
+    records wait for its next fetch (ADR 0026)."""
+
+    def relevant(key: bytes) -> bool:
+        return hub.is_watched(key.decode(errors="replace")) or (local is not None and local.connected() > 0)
+
+    return relevant
+
+
 def build_broker(settings: Settings, hub: Hub, local: LocalTools | None = None) -> KafkaBroker:
     """The live-event consumer. Its own group per instance: every gateway must see every
     event, since any of them may hold a subscriber of any session."""
-    # Our log format (per-message lines only at DEBUG), adaptive fetch wait, patient start.
-    broker = make_broker(settings, "gateway")
+    # Our log format (per-message lines only at DEBUG), adaptive fetch wait, patient start;
+    # woken only by rings for records it acts on.
+    broker = make_broker(settings, "gateway", bell_relevant=acts_on(hub, local))
 
     # `**consumer_options` makes mypy fall back to an untyped overload of `subscriber`.
     @broker.subscriber(  # type: ignore[untyped-decorator]

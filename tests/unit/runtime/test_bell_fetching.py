@@ -1,9 +1,15 @@
-"""A belled consumer's chase: after records it fetches once more; after a ring it keeps
-fetching until records come, for a while at most; otherwise it waits for the bell."""
+"""A belled consumer's chase: after records it fetches once more (all partitions, once the
+records are handled); after a ring it keeps fetching until records come, for a while at
+most; otherwise it waits for the bell."""
 
 from __future__ import annotations
 
-from muster_runtime.bell_fetching import Chase
+import asyncio
+from pathlib import Path
+from typing import Any
+
+from muster_runtime.bell_fetching import Chase, gate_on_bell
+from muster_runtime.bells import Bell, Ringer
 
 from tests.unit.runtime.fakes import Clock
 
@@ -31,3 +37,67 @@ def test_a_ring_is_chased_until_its_records_come_or_for_a_while_at_most() -> Non
     assert not chase.chasing(False)  # nothing came in time: the fallback covers it
     chase.rung(False)  # the fallback ended the wait: no reason to chase
     assert not chase.chasing(False)
+
+
+class Assignment:
+    active = True
+
+
+class Fetcher:
+    """aiokafka's Fetcher as `gate_on_bell` sees it: one fetch task at a time, a fresh
+    consume future per round, and the wait of the next request."""
+
+    def __init__(self, answers: list[bool]) -> None:
+        self.answers = answers
+        self.sent = 0
+        self._fetch_max_wait_ms = 5
+        self._wait_consume_future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+
+    async def _proc_fetch_request(self, assignment: Any, node_id: Any, request: Any) -> bool:
+        self.sent += 1
+        return self.answers.pop(0)
+
+    def next_round(self) -> None:
+        self._wait_consume_future = asyncio.get_running_loop().create_future()
+
+
+async def test_after_records_the_rest_is_asked_for_with_them_once_handled(bells_dir: Path) -> None:
+    bell = Bell.open(bells_dir, ["t"])
+    fetcher = Fetcher([True, False])
+    gate_on_bell(fetcher, bell, busy_ms=5, fallback_s=60.0, clock=Clock())
+    try:
+        assert await fetcher._proc_fetch_request(Assignment(), 0, None)  # records
+        fetcher.next_round()
+        # The next request leaves out the partitions whose records wait: it is not sent
+        # until the consumer has handled them (or a ring).
+        held = asyncio.ensure_future(fetcher._proc_fetch_request(Assignment(), 0, None))
+        await asyncio.sleep(0)
+        assert not held.done() and fetcher.sent == 1
+        fetcher._wait_consume_future.set_result(None)  # handled
+        assert await asyncio.wait_for(held, 5) is False
+        assert fetcher.sent == 1
+        fetcher.next_round()
+        # Then one request for every partition goes out; empty, it waits for the bell.
+        waiting = asyncio.ensure_future(fetcher._proc_fetch_request(Assignment(), 0, None))
+        await asyncio.sleep(0)
+        assert fetcher.sent == 2 and not waiting.done()
+        fetcher._wait_consume_future.set_result(None)
+        assert await asyncio.wait_for(waiting, 5) is False
+    finally:
+        bell.close()
+
+
+async def test_after_records_a_ring_since_sends_the_next_request_at_once(bells_dir: Path) -> None:
+    bell, ringer = Bell.open(bells_dir, ["t"]), Ringer(bells_dir)
+    fetcher = Fetcher([True, True])
+    gate_on_bell(fetcher, bell, busy_ms=5, fallback_s=60.0, clock=Clock())
+    try:
+        assert await fetcher._proc_fetch_request(Assignment(), 0, None)
+        ringer.ring(["t"])
+        await asyncio.wait_for(bell.wait_beyond(0, timeout_s=30), 5)
+        fetcher.next_round()
+        assert await fetcher._proc_fetch_request(Assignment(), 0, None)  # sent, not held
+        assert fetcher.sent == 2
+    finally:
+        bell.close()
+        ringer.close()

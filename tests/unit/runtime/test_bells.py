@@ -109,3 +109,50 @@ async def test_closing_a_bell_removes_its_sockets(bells_dir: Path) -> None:
 def test_fits_says_whether_every_socket_address_is_short_enough() -> None:
     assert bells.fits(Path("/tmp/x/bells"), ["muster.delegations"])
     assert not bells.fits(Path("/tmp/" + "d" * 80), ["muster.delegations"])
+
+
+async def test_a_filtering_bell_wakes_only_for_rings_naming_a_key_it_acts_on(bells_dir: Path) -> None:
+    asked: list[bytes] = []
+
+    def mine(key: bytes) -> bool:
+        asked.append(key)
+        return key == b"mine"
+
+    filtering, plain = Bell.open(bells_dir, ["t"], relevant=mine), Bell.open(bells_dir, ["t"])
+    ringer = Ringer(bells_dir)
+    try:
+        ringer.ring_records([("t", b"other"), ("t", b"another")])
+        await asyncio.wait_for(plain.wait_beyond(0, timeout_s=30), 5)
+        # Both sockets got the datagram before the loop polled: both were drained at once.
+        assert sorted(asked) == [b"another", b"other"]
+        assert filtering.rings == 0 and plain.rings == 1
+        ringer.ring_records([("t", b"other"), ("t", b"mine")])
+        await asyncio.wait_for(filtering.wait_beyond(0, timeout_s=30), 5)
+        assert filtering.rings == 1
+        ringer.ring(["t"])  # names no key: wakes everyone
+        await asyncio.wait_for(filtering.wait_beyond(1, timeout_s=30), 5)
+        assert filtering.rings == 2
+    finally:
+        filtering.close()
+        plain.close()
+        ringer.close()
+
+
+@pytest.mark.parametrize(
+    "keys",
+    [
+        [f"stream-{i}".encode() for i in range(bells.MAX_RING_KEYS + 1)],  # too many to name
+        [b"one", None],  # a keyless record
+        [b"two\nlines"],  # a key the separator would split
+    ],
+)
+async def test_a_ring_that_cannot_name_its_keys_names_none(bells_dir: Path, keys: list[bytes | None]) -> None:
+    nothing = Bell.open(bells_dir, ["t"], relevant=lambda key: False)
+    ringer = Ringer(bells_dir)
+    try:
+        ringer.ring_records(("t", key) for key in keys)
+        await asyncio.wait_for(nothing.wait_beyond(0, timeout_s=30), 5)
+        assert nothing.rings == 1
+    finally:
+        nothing.close()
+        ringer.close()
