@@ -71,16 +71,31 @@ def _read_text(target: Path, path: str) -> str:
         raise ToolError(f"file {path!r} is not UTF-8 text") from None
 
 
+def _file_in_the_way(root: Path, target: Path) -> Path | None:
+    """The first directory of `target` inside the workspace (from its root down) that
+    exists and is not a directory. `target` comes from `Workspace.resolve`: lexically under
+    the root, so its directories there are the root and the root joined with its parts."""
+    parent = root
+    for part in (None, *target.relative_to(root).parts[:-1]):
+        parent = parent if part is None else parent / part
+        try:
+            mode = os.stat(parent).st_mode
+        except (OSError, ValueError):
+            continue  # missing (or unreadable): nothing in the way here
+        if not stat.S_ISDIR(mode):
+            return parent
+    return None
+
+
 def _write_text(workspace: Workspace, target: Path, path: str, content: str) -> int:
     data = content.encode("utf-8")
     if len(data) > MAX_FILE_BYTES:
         raise ToolError(f"content is larger than 4 MiB (the limit is {MAX_FILE_BYTES} bytes)")
     if target.is_dir():
         raise ToolError(f"{path!r} is a directory, not a file")
-    root = workspace.real_root()
-    for parent in reversed(target.parents):
-        if parent.is_relative_to(root) and parent.exists() and not parent.is_dir():
-            raise ToolError(f"cannot write {path!r}: {workspace.relative(parent)!r} is a file")
+    blocking = _file_in_the_way(workspace.real_root(), target)
+    if blocking is not None:
+        raise ToolError(f"cannot write {path!r}: {workspace.relative(blocking)!r} is a file")
     target.parent.mkdir(parents=True, exist_ok=True)
     # Write through an in-workspace symlink to its target rather than replacing the link.
     final = target.resolve()
