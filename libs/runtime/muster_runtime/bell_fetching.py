@@ -52,8 +52,8 @@ def gate_on_bell(fetcher: Any, bell: Bell, *, busy_ms: int, fallback_s: float, c
     """Make `fetcher` wait for `bell` between fetches (see the module's docstring)."""
     fetch = fetcher._proc_fetch_request
     chase = Chase(clock)
-    # The rings counted before the last fetch that brought records, until the next fetch.
-    after_records: list[int] = []
+    # The rings counted before the last fetch, when it brought records.
+    after_records: int | None = None
 
     async def wait_for_bell(seen: int, consumed: Any) -> None:
         # Cancelled when the fetcher closes or the assignment goes, as the fetch itself
@@ -67,20 +67,21 @@ def gate_on_bell(fetcher: Any, bell: Bell, *, busy_ms: int, fallback_s: float, c
         fetcher._fetch_max_wait_ms = 1 if rung else busy_ms
 
     async def fetch_or_wait(assignment: Any, node_id: Any, request: Any) -> bool:
+        nonlocal after_records
         # Set when the consumer has handled buffered records: the fetcher then has
         # partitions to ask for again, and must not be held here.
         consumed = fetcher._wait_consume_future
-        if after_records and bell.rings == after_records[-1] and assignment.active:
+        before, after_records = after_records, None
+        if before is not None and bell.rings == before and assignment.active:
             # Records came and nothing was rung since: this request leaves out the
             # partitions whose records wait to be handled. Ask for every partition at once
             # when they have been (or on a ring), not for the rest now and those after.
-            await wait_for_bell(after_records.pop(), consumed)
+            await wait_for_bell(before, consumed)
             return False
-        after_records.clear()
         seen = bell.rings  # rung later: records may have come after the broker looked
         fetched: bool = await fetch(assignment, node_id, request)
         if fetched:
-            after_records.append(seen)
+            after_records = seen
         if chase.chasing(fetched) or not assignment.active:
             fetcher._fetch_max_wait_ms = busy_ms
             return fetched

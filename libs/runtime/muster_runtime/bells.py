@@ -7,7 +7,7 @@ waits 2.5 ms on average, and each latency-sensitive consumer sends 200 fetches a
 which cost the broker about half a core with one turn in flight. With a bells directory
 (`MUSTER_BELLS_DIR`, which `muster run` sets when it runs the broker itself), each such
 consumer binds a Unix datagram socket in `DIR/<topic>/`, and a process that has published
-records to a topic (the broker has acknowledged them) sends an empty datagram to each socket
+records to a topic (the broker has acknowledged them) sends a datagram to each socket
 there. A consumer whose fetch came back empty sends the next one when rung, or after a
 fallback interval.
 
@@ -46,7 +46,7 @@ _serial = itertools.count(1)
 # burst with that many keys would do to a filtering consumer anyway.
 MAX_RING_KEYS = 64
 _KEY_SEPARATOR = b"\n"
-# Room for MAX_RING_KEYS stream ids (36 characters each) and their separators.
+# What a bell reads of a ring: room for MAX_RING_KEYS stream ids (36 characters each).
 _RING_BYTES = 4096
 
 Relevant = Callable[[bytes], bool]
@@ -168,7 +168,9 @@ class Ringer:
             else:
                 named.add(key)
         for topic, named in keys.items():
-            self._ring(topic, _KEY_SEPARATOR.join(sorted(named)) if named else b"")
+            payload = _KEY_SEPARATOR.join(sorted(named)) if named else b""
+            # A bell reads at most `_RING_BYTES` of a datagram: a longer one names none.
+            self._ring(topic, payload if len(payload) <= _RING_BYTES else b"")
 
     def _ring(self, topic: str, payload: bytes) -> None:
         # A copy: `_forget` drops dead bells from the cached listing meanwhile.

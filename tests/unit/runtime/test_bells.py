@@ -144,6 +144,7 @@ async def test_a_filtering_bell_wakes_only_for_rings_naming_a_key_it_acts_on(bel
         [f"stream-{i}".encode() for i in range(bells.MAX_RING_KEYS + 1)],  # too many to name
         [b"one", None],  # a keyless record
         [b"two\nlines"],  # a key the separator would split
+        [b"k" * 3000, b"l" * 3000],  # longer than a bell reads of a ring
     ],
 )
 async def test_a_ring_that_cannot_name_its_keys_names_none(bells_dir: Path, keys: list[bytes | None]) -> None:
