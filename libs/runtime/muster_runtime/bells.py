@@ -158,19 +158,11 @@ class Ringer:
 
     def ring_records(self, records: Iterable[tuple[str, bytes | None]]) -> None:
         """Ring for published records, given as (topic, key): each topic's bells once."""
-        keys: dict[str, set[bytes] | None] = {}
+        keys: dict[str, set[bytes | None]] = {}
         for topic, key in records:
-            named = keys.setdefault(topic, set())
-            if named is None:
-                continue
-            if key is None or _KEY_SEPARATOR in key or len(named) >= MAX_RING_KEYS:
-                keys[topic] = None  # names none: wakes every consumer
-            else:
-                named.add(key)
+            keys.setdefault(topic, set()).add(key)
         for topic, named in keys.items():
-            payload = _KEY_SEPARATOR.join(sorted(named)) if named else b""
-            # A bell reads at most `_RING_BYTES` of a datagram: a longer one names none.
-            self._ring(topic, payload if len(payload) <= _RING_BYTES else b"")
+            self._ring(topic, _naming(named))
 
     def _ring(self, topic: str, payload: bytes) -> None:
         # A copy: `_forget` drops dead bells from the cached listing meanwhile.
@@ -206,6 +198,15 @@ class Ringer:
 
     def close(self) -> None:
         self._socket.close()
+
+
+def _naming(keys: set[bytes | None]) -> bytes:
+    """A ring's datagram: the keys, or nothing (every consumer wakes) when there are too
+    many, one is missing or holds the separator, or they exceed what a bell reads."""
+    if None in keys or len(keys) > MAX_RING_KEYS or any(_KEY_SEPARATOR in k for k in keys if k):
+        return b""
+    payload = _KEY_SEPARATOR.join(sorted(k for k in keys if k is not None))
+    return payload if len(payload) <= _RING_BYTES else b""
 
 
 def ringer(directory: Path | None) -> Ringer | None:

@@ -18,7 +18,7 @@ import pytest
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 from muster_launcher.broker import tansu_binary
-from muster_runtime.bells import Ringer
+from muster_runtime.bells import Bell, Ringer
 from muster_runtime.fetching import AdaptiveConsumer, adaptive_builder
 
 TOPIC = "adaptive"
@@ -129,8 +129,8 @@ async def test_adaptive_consumer_on_the_local_broker(tansu: str) -> None:
         await producer.stop()
 
 
-def _belled_consumer(bootstrap: str, bells_dir: Path, fallback_s: float) -> AdaptiveConsumer:
-    return _consumer(bootstrap, "belled", bells_dir=bells_dir, bell_fallback_s=fallback_s)
+def _belled_consumer(bootstrap: str, bells_dir: Path, fallback_s: float, **bells: Any) -> AdaptiveConsumer:
+    return _consumer(bootstrap, "belled", bells_dir=bells_dir, bell_fallback_s=fallback_s, **bells)
 
 
 def _counting_fetches(consumer: AdaptiveConsumer) -> list[float]:
@@ -197,3 +197,38 @@ async def test_a_record_nobody_rings_for_arrives_after_the_fallback(tansu: str, 
     finally:
         await consumer.stop()
         await producer.stop()
+
+
+async def test_a_filtering_consumer_is_woken_only_by_rings_naming_its_keys(tansu: str, bells_dir: Path) -> None:
+    await _create_topic(tansu)
+    producer: AIOKafkaProducer = await _started(AIOKafkaProducer, bootstrap_servers=tansu)  # type: ignore[assignment]
+    ringer = Ringer(bells_dir, ttl_s=0.0)
+    consumer = _belled_consumer(tansu, bells_dir, fallback_s=60.0, bell_relevant=lambda key: key == b"watched")
+    try:
+        await consumer.start()
+        assert consumer.bell is not None
+        await producer.send_and_wait(TOPIC, b"first", key=b"watched")
+        ringer.ring_records([(TOPIC, b"watched")])
+        assert await _next_values(consumer, 20) == [b"first"]
+        rings = consumer.bell.rings
+
+        # A ring naming only another key: a plain bell of the topic hears it, this one not.
+        plain = Bell.open(bells_dir, [TOPIC])
+        try:
+            await producer.send_and_wait(TOPIC, b"other", key=b"other")
+            ringer.ring_records([(TOPIC, b"other")])
+            await asyncio.wait_for(plain.wait_beyond(0, timeout_s=30), 5)
+        finally:
+            plain.close()
+        assert consumer.bell.rings == rings
+
+        await producer.send_and_wait(TOPIC, b"watched", key=b"watched")
+        ringer.ring_records([(TOPIC, b"watched")])
+        seen: list[bytes] = []
+        while b"watched" not in seen:  # "other" may come with it or before it
+            seen += await _next_values(consumer, 20)
+        assert consumer.bell.rings > rings
+    finally:
+        await consumer.stop()
+        await producer.stop()
+        ringer.close()

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import itertools
+import operator
 import os
 import stat
 import tempfile
@@ -75,9 +77,7 @@ def _file_in_the_way(root: Path, target: Path) -> Path | None:
     """The first directory of `target` inside the workspace (from its root down) that
     exists and is not a directory. `target` comes from `Workspace.resolve`: lexically under
     the root, so its directories there are the root and the root joined with its parts."""
-    parent = root
-    for part in (None, *target.relative_to(root).parts[:-1]):
-        parent = parent if part is None else parent / part
+    for parent in itertools.accumulate(target.relative_to(root).parts[:-1], operator.truediv, initial=root):
         try:
             mode = os.stat(parent).st_mode
         except (OSError, ValueError):
