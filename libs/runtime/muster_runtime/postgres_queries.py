@@ -70,6 +70,43 @@ LEFT JOIN LATERAL (SELECT s AS child, {STATE_READS}
                    WHERE c.leased AND s.session_id IS NOT NULL) st ON true
 """
 
+# Several of those claims in one statement (ADR 0027), each decided as above: the items are
+# `n` (from 1) of the arrays $1-$5, each for its own execution; a lease of another live owner
+# is left alone, and one statement never takes one row twice (the caller sends distinct
+# executions and messages).
+CLAIM_EXECUTIONS = f"""
+WITH item AS (
+    SELECT * FROM unnest($1::text[], $2::text[], $3::uuid[], $4::text[], $5::float8[])
+        WITH ORDINALITY AS i(consumer, message_id, execution_id, owner, ttl_s, n)),
+first AS (
+    INSERT INTO processed_messages (consumer, message_id)
+    SELECT consumer, message_id FROM item ORDER BY n
+    ON CONFLICT DO NOTHING RETURNING consumer, message_id),
+lease AS (
+    INSERT INTO leases (resource_id, owner, expires_at)
+    SELECT i.execution_id::text, i.owner, now() + make_interval(secs => i.ttl_s) FROM item i
+    WHERE EXISTS (SELECT 1 FROM first f WHERE (f.consumer, f.message_id) = (i.consumer, i.message_id))
+      AND EXISTS (SELECT 1 FROM executions WHERE execution_id = i.execution_id AND status = ANY($6::text[]))
+    ORDER BY i.execution_id
+    {TAKE_OVER}
+    RETURNING resource_id, owner),
+claimed AS (
+    SELECT i.n, i.execution_id,
+        EXISTS (SELECT 1 FROM first f WHERE (f.consumer, f.message_id) = (i.consumer, i.message_id)) AS first,
+        coalesce((SELECT l.owner FROM lease l WHERE l.resource_id = i.execution_id::text) = i.owner, false)
+            AS leased
+    FROM item i)
+SELECT c.n AS claim_item, c.first AS claim_first, c.leased AS claim_leased,
+    s.phase AS claim_child_phase, st.child AS claim_child, st.history AS claim_history,
+    st.started AS claim_started, st.compaction AS claim_compaction, e.*
+FROM claimed c
+LEFT JOIN executions e ON e.execution_id = c.execution_id
+LEFT JOIN sessions s ON s.session_id = e.child_session_id
+LEFT JOIN LATERAL (SELECT s AS child, {STATE_READS}
+                   WHERE c.leased AND s.session_id IS NOT NULL) st ON true
+ORDER BY c.n
+"""
+
 # A harness's claim under the session's lock (migration 0018): the command recorded, the lock
 # with its reads, the lease, and the session's state once the lease is held.
 CLAIM_SESSION = "SELECT * FROM muster_claim_session($1, $2, $3, $4, $5, $6::text[])"

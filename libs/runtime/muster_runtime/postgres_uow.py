@@ -29,11 +29,11 @@ import asyncpg
 from muster_contracts.envelope import Envelope
 from muster_contracts.events import DomainEvent
 
-from muster_runtime import dispatch, eventstore, leases, outbox, quiet_close, tracking
+from muster_runtime import batched, dispatch, eventstore, leases, outbox, quiet_close, tracking
+from muster_runtime.batched import Coalescers
 from muster_runtime.db import Connection, Pool
 from muster_runtime.eventstore import StoredEvent
 from muster_runtime.postgres_queries import (
-    CLAIM_EXECUTION,
     CLAIM_RUNNING_SESSION,
     CLAIM_SESSION,
     LOAD_STATE,
@@ -75,8 +75,9 @@ class LockedReads:
 
 
 class PostgresUnitOfWork(AbstractUnitOfWork):
-    def __init__(self, pool: Pool) -> None:
+    def __init__(self, pool: Pool, coalescers: Coalescers | None = None) -> None:
         self._pool = pool
+        self._coalescers = coalescers  # claims sent with others made at the same moment (ADR 0027)
         self._held: Any = None
         self._transaction: Any = None
         self._collecting: Any = None
@@ -215,11 +216,13 @@ class PostgresUnitOfWork(AbstractUnitOfWork):
         self, consumer: str, message_id: str, execution_id: UUID, owner: str, ttl_s: float
     ) -> ExecutionClaim:
         self._locked.clear()
-        row = dict(
-            await (await self._reader()).fetchrow(
-                CLAIM_EXECUTION, consumer, message_id, execution_id, owner, ttl_s, list(OPEN_STATUSES)
-            )
-        )
+        conn = await self._reader()
+        claim = batched.Claim(consumer, message_id, execution_id, owner, ttl_s)
+        # Alone, the claim is a whole decision: it may share its statement with others'.
+        if self._coalescers is None or self._transaction is not None:
+            row = await batched.claim_alone(conn, claim)
+        else:
+            row = await self._coalescers.claims.call(conn, claim)
         first, leased, phase = row.pop("claim_first"), row.pop("claim_leased"), row.pop("claim_child_phase")
         state = claimed_state(row)
         return ExecutionClaim(first, row if row["execution_id"] is not None else None, leased, phase, state)

@@ -1,0 +1,65 @@
+"""A worker's execution claims, sent together when they become ready at the same moment
+(ADR 0027). One set of coalescers per connection pool, made with it in a service's
+lifespan and handed to its units of work."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+from uuid import UUID
+
+from muster_runtime.coalescing import Coalescer
+from muster_runtime.db import Connection
+from muster_runtime.postgres_queries import CLAIM_EXECUTION, CLAIM_EXECUTIONS
+from muster_runtime.unit_of_work import OPEN_STATUSES
+
+
+@dataclass(frozen=True)
+class Claim:
+    """A worker's claim of a `RunExecution` (`CLAIM_EXECUTION`)."""
+
+    consumer: str
+    message_id: str
+    execution_id: UUID
+    owner: str
+    ttl_s: float
+
+
+async def claim_alone(conn: Connection, claim: Claim) -> dict[str, Any]:
+    row = await conn.fetchrow(
+        CLAIM_EXECUTION,
+        claim.consumer,
+        claim.message_id,
+        claim.execution_id,
+        claim.owner,
+        claim.ttl_s,
+        list(OPEN_STATUSES),
+    )
+    return dict(row)
+
+
+async def claims_together(conn: Connection, claims: list[Claim]) -> list[dict[str, Any]]:
+    rows = await conn.fetch(
+        CLAIM_EXECUTIONS,
+        [c.consumer for c in claims],
+        [c.message_id for c in claims],
+        [c.execution_id for c in claims],
+        [c.owner for c in claims],
+        [c.ttl_s for c in claims],
+        list(OPEN_STATUSES),
+    )
+    answers = [dict(row) for row in rows]
+    for answer in answers:
+        answer.pop("claim_item")  # the rows come in the items' order
+    return answers
+
+
+def _claim_key(claim: Claim) -> UUID:
+    return claim.execution_id
+
+
+@dataclass
+class Coalescers:
+    claims: Coalescer[Claim, dict[str, Any]] = field(
+        default_factory=lambda: Coalescer(claims_together, claim_alone, _claim_key)
+    )

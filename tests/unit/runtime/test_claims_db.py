@@ -1,0 +1,92 @@
+"""On PostgreSQL, a worker's claims made at the same moment share one statement
+(`CLAIM_EXECUTIONS`, ADR 0027), and each answers as it would alone: a fresh run leased with
+its own child's state, a redelivery refused, a live lease of another owner kept, an ended or
+unknown execution not leased; a shared statement that fails leaves each to claim alone."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+from uuid import UUID, uuid4
+
+import pytest
+from muster_contracts import events as ev
+from muster_runtime import batched
+from muster_runtime.batched import Coalescers
+from muster_runtime.db import Pool
+from muster_runtime.postgres_uow import PostgresUnitOfWork
+from muster_runtime.unit_of_work import ExecutionClaim
+
+from tests.unit.runtime.uow_harness import Harness, new_session, started
+
+
+async def open_run(work: Harness, task: str) -> tuple[UUID, UUID]:
+    parent, child, execution = await new_session(work), await new_session(work), uuid4()
+    async with work.uow() as uow:
+        await uow.append(str(execution), [started(execution, parent, child, task)], expected_version=0)
+        first = ev.MessageRecorded(message_id=uuid4(), seq=1, role="USER", content=task)
+        await uow.append(str(child), [first, ev.SessionPhaseChanged(phase="RUNNING")], expected_version=1)
+    return execution, child
+
+
+async def claims(work: Harness, asked: list[tuple[str, UUID, str]]) -> list[ExecutionClaim]:
+    async def claim(message_id: str, execution: UUID, owner: str) -> ExecutionClaim:
+        async with work.uow() as uow:
+            return await uow.claim_execution("worker", message_id, execution, owner, 60)
+
+    return list(await asyncio.gather(*(claim(*one) for one in asked)))
+
+
+async def test_claims_made_together_share_one_statement_and_each_answers_as_alone(pool: Pool) -> None:
+    coalescers = Coalescers()
+    work = Harness(lambda: PostgresUnitOfWork(pool, coalescers), list)
+    runs = [await open_run(work, f"task {n}") for n in range(3)]
+    (ended, _), (held, _) = await open_run(work, "ended"), await open_run(work, "held")
+    async with work.uow() as uow:
+        await uow.append(str(ended), [ev.ExecutionFinished(status="COMPLETED", result="r")], expected_version=1)
+    async with work.uow() as uow:
+        assert (await uow.claim_execution("worker", "h", held, "other-worker", 60)).leased
+
+    asked = [(f"m{n}", execution, "w1") for n, (execution, _) in enumerate(runs)]
+    asked += [("m-ended", ended, "w1"), ("m-held", held, "w1"), ("m-unknown", uuid4(), "w1")]
+    *fresh, on_ended, on_held, on_unknown = await claims(work, asked)
+
+    assert coalescers.claims.sent_together == 1
+    for claim, (execution, child), n in zip(fresh, runs, range(3), strict=True):
+        assert (claim.first, claim.leased, claim.child_phase) == (True, True, "RUNNING")
+        assert claim.execution is not None and claim.execution["execution_id"] == execution
+        assert claim.child_state is not None and claim.child_state.row["session_id"] == child
+        assert [m["content"] for m in claim.child_state.messages] == [f"task {n}"]
+    assert on_ended.first and not on_ended.leased and on_ended.child_state is None
+    assert on_ended.execution is not None and on_ended.execution["status"] == "COMPLETED"
+    assert (on_held.first, on_held.leased, on_held.child_state) == (True, False, None)
+    assert (on_unknown.first, on_unknown.execution, on_unknown.leased) == (True, None, False)
+    owners = await pool.fetch("SELECT resource_id, owner FROM leases ORDER BY owner")
+    assert sorted((r["resource_id"], r["owner"]) for r in owners) == sorted(
+        [(str(e), "w1") for e, _ in runs] + [(str(held), "other-worker")]
+    )
+
+    again = await claims(work, asked[:3])  # a redelivery of the same three messages
+    assert [(c.first, c.leased, c.child_state) for c in again] == [(False, False, None)] * 3
+    assert coalescers.claims.sent_together == 2
+
+
+async def test_a_shared_statement_that_fails_leaves_each_claim_to_be_made_alone(
+    pool: Pool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(batched, "CLAIM_EXECUTIONS", "SELECT 1 / 0")
+    alone: list[Any] = []
+    claim_alone = batched.claim_alone
+
+    async def counted(conn: Any, claim: batched.Claim) -> dict[str, Any]:
+        alone.append(claim.execution_id)
+        return await claim_alone(conn, claim)
+
+    monkeypatch.setattr(batched, "claim_alone", counted)
+    coalescers = Coalescers()
+    work = Harness(lambda: PostgresUnitOfWork(pool, coalescers), list)
+    runs = [await open_run(work, f"task {n}") for n in range(3)]
+    answers = await claims(work, [(f"m{n}", execution, "w1") for n, (execution, _) in enumerate(runs)])
+    assert [(c.first, c.leased) for c in answers] == [(True, True)] * 3
+    assert sorted(alone) == sorted(execution for execution, _ in runs)
+    assert coalescers.claims.sent_together == 0
