@@ -30,7 +30,6 @@ from muster_contracts.envelope import Envelope
 from muster_contracts.events import DomainEvent
 
 from muster_runtime import batched, dispatch, eventstore, leases, outbox, quiet_close, tracking
-from muster_runtime.batched import Coalescers
 from muster_runtime.db import Connection, Pool
 from muster_runtime.eventstore import StoredEvent
 from muster_runtime.postgres_queries import (
@@ -75,7 +74,7 @@ class LockedReads:
 
 
 class PostgresUnitOfWork(AbstractUnitOfWork):
-    def __init__(self, pool: Pool, coalescers: Coalescers | None = None) -> None:
+    def __init__(self, pool: Pool, coalescers: batched.Coalescers | None = None) -> None:
         self._pool = pool
         self._coalescers = coalescers  # claims sent with others made at the same moment (ADR 0027)
         self._held: Any = None

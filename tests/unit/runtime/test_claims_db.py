@@ -6,6 +6,7 @@ unknown execution not leased; a shared statement that fails leaves each to claim
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from typing import Any
 from uuid import UUID, uuid4
 
@@ -30,11 +31,12 @@ async def open_run(work: Harness, task: str) -> tuple[UUID, UUID]:
 
 
 async def claims(work: Harness, asked: list[tuple[str, UUID, str]]) -> list[ExecutionClaim]:
-    async def claim(message_id: str, execution: UUID, owner: str) -> ExecutionClaim:
-        async with work.uow() as uow:
-            return await uow.claim_execution("worker", message_id, execution, owner, 60)
-
-    return list(await asyncio.gather(*(claim(*one) for one in asked)))
+    """The claims made at one moment, each in its own unit of work, as a worker's tasks make
+    them: the units of work hold their connections first, so no claim waits for the pool."""
+    async with contextlib.AsyncExitStack() as stack:
+        uows = [await stack.enter_async_context(work.uow()) for _ in asked]
+        made = (uow.claim_execution("worker", m, e, owner, 60) for uow, (m, e, owner) in zip(uows, asked, strict=True))
+        return list(await asyncio.gather(*made))
 
 
 async def test_claims_made_together_share_one_statement_and_each_answers_as_alone(pool: Pool) -> None:
