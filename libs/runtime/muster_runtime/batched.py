@@ -1,41 +1,28 @@
 """A worker's execution claims, sent together when they become ready at the same moment
-(ADR 0027). One set of coalescers per connection pool, made with it in a service's
-lifespan and handed to its units of work."""
+(ADR 0027). One coalescer per connection pool, made with it in a service's lifespan and
+handed to its units of work."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 from uuid import UUID
 
 from muster_runtime.coalescing import Coalescer
 from muster_runtime.db import Connection
-from muster_runtime.postgres_queries import CLAIM_EXECUTION, CLAIM_EXECUTIONS
+from muster_runtime.postgres_queries import CLAIM_EXECUTIONS
 from muster_runtime.unit_of_work import OPEN_STATUSES
 
 
 @dataclass(frozen=True)
 class Claim:
-    """A worker's claim of a `RunExecution` (`CLAIM_EXECUTION`)."""
+    """A worker's claim of a `RunExecution` (`CLAIM_EXECUTIONS`)."""
 
     consumer: str
     message_id: str
     execution_id: UUID
     owner: str
     ttl_s: float
-
-
-async def claim_alone(conn: Connection, claim: Claim) -> dict[str, Any]:
-    row = await conn.fetchrow(
-        CLAIM_EXECUTION,
-        claim.consumer,
-        claim.message_id,
-        claim.execution_id,
-        claim.owner,
-        claim.ttl_s,
-        list(OPEN_STATUSES),
-    )
-    return dict(row)
 
 
 async def claims_together(conn: Connection, claims: list[Claim]) -> list[dict[str, Any]]:
@@ -54,12 +41,19 @@ async def claims_together(conn: Connection, claims: list[Claim]) -> list[dict[st
     return answers
 
 
+async def claim_alone(conn: Connection, claim: Claim) -> dict[str, Any]:
+    """One claim: the same statement with one item."""
+    (answer,) = await claims_together(conn, [claim])
+    return answer
+
+
+ClaimCoalescer = Coalescer[Claim, dict[str, Any]]
+
+
+def claims_coalescer() -> ClaimCoalescer:
+    """A pool's coalescer of claims: distinct executions share a statement."""
+    return Coalescer(claims_together, claim_alone, _claim_key)
+
+
 def _claim_key(claim: Claim) -> UUID:
     return claim.execution_id
-
-
-@dataclass
-class Coalescers:
-    claims: Coalescer[Claim, dict[str, Any]] = field(
-        default_factory=lambda: Coalescer(claims_together, claim_alone, _claim_key)
-    )

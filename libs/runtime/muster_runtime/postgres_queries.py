@@ -43,37 +43,14 @@ SELECT * FROM executions WHERE parent_session_id = $1 AND delivery_status = 'PEN
 ORDER BY started_at
 """
 
-# A worker's claim of a `RunExecution` in one statement (no BEGIN, no COMMIT): the message
-# recorded as processed, and the execution's lease taken when the message is new and the
-# execution open; the execution row and its child's phase come back, and the child's whole
-# state when the lease was taken (the claim writes nothing of the child's, so it is the state
-# the run starts from; the subqueries run only then).
-CLAIM_EXECUTION = f"""
-WITH first AS (
-    INSERT INTO processed_messages (consumer, message_id) VALUES ($1, $2)
-    ON CONFLICT DO NOTHING RETURNING true),
-lease AS (
-    INSERT INTO leases (resource_id, owner, expires_at)
-    SELECT $3::uuid::text, $4, now() + make_interval(secs => $5)
-    WHERE EXISTS (SELECT 1 FROM first)
-      AND EXISTS (SELECT 1 FROM executions WHERE execution_id = $3::uuid AND status = ANY($6::text[]))
-    {TAKE_OVER}
-    RETURNING owner),
-claimed AS (SELECT coalesce((SELECT owner FROM lease) = $4, false) AS leased)
-SELECT EXISTS (SELECT 1 FROM first) AS claim_first, c.leased AS claim_leased,
-    s.phase AS claim_child_phase, st.child AS claim_child, st.history AS claim_history,
-    st.started AS claim_started, st.compaction AS claim_compaction, e.*
-FROM claimed c
-LEFT JOIN executions e ON e.execution_id = $3::uuid
-LEFT JOIN sessions s ON s.session_id = e.child_session_id
-LEFT JOIN LATERAL (SELECT s AS child, {STATE_READS}
-                   WHERE c.leased AND s.session_id IS NOT NULL) st ON true
-"""
-
-# Several of those claims in one statement (ADR 0027), each decided as above: the items are
-# `n` (from 1) of the arrays $1-$5, each for its own execution; a lease of another live owner
-# is left alone, and one statement never takes one row twice (the caller sends distinct
-# executions and messages).
+# A worker's claims of `RunExecution`s in one statement (no BEGIN, no COMMIT), the items `n`
+# (from 1) of the arrays $1-$5, each decided on its own: the message recorded as processed,
+# and the execution's lease taken when the message is new and the execution open (a live
+# lease of another owner is left alone); the execution row and its child's phase come back,
+# and the child's whole state when the lease was taken (the claim writes nothing of the
+# child's, so it is the state the run starts from; the subqueries run only then). One claim
+# is the statement with one item; several made at the same moment share it (ADR 0027). One
+# statement never takes a row twice: the caller sends distinct executions and messages.
 CLAIM_EXECUTIONS = f"""
 WITH item AS (
     SELECT * FROM unnest($1::text[], $2::text[], $3::uuid[], $4::text[], $5::float8[])
@@ -147,7 +124,7 @@ ON CONFLICT (sha256) DO NOTHING
 
 
 def claimed_state(row: dict[str, Any]) -> SessionSnapshot | None:
-    """The child's state out of a `CLAIM_EXECUTION` row (its columns popped)."""
+    """The child's state out of a `CLAIM_EXECUTIONS` row (its columns popped)."""
     child, history, started, compaction = (
         row.pop(f"claim_{name}") for name in ("child", "history", "started", "compaction")
     )

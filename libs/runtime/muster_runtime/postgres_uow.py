@@ -74,9 +74,9 @@ class LockedReads:
 
 
 class PostgresUnitOfWork(AbstractUnitOfWork):
-    def __init__(self, pool: Pool, coalescers: batched.Coalescers | None = None) -> None:
+    def __init__(self, pool: Pool, claims: batched.ClaimCoalescer | None = None) -> None:
         self._pool = pool
-        self._coalescers = coalescers  # claims sent with others made at the same moment (ADR 0027)
+        self._claims = claims  # claims sent with others made at the same moment (ADR 0027)
         self._held: Any = None
         self._transaction: Any = None
         self._collecting: Any = None
@@ -218,10 +218,10 @@ class PostgresUnitOfWork(AbstractUnitOfWork):
         conn = await self._reader()
         claim = batched.Claim(consumer, message_id, execution_id, owner, ttl_s)
         # Alone, the claim is a whole decision: it may share its statement with others'.
-        if self._coalescers is None or self._transaction is not None:
+        if self._claims is None or self._transaction is not None:
             row = await batched.claim_alone(conn, claim)
         else:
-            row = await self._coalescers.claims.call(conn, claim)
+            row = await self._claims.call(conn, claim)
         first, leased, phase = row.pop("claim_first"), row.pop("claim_leased"), row.pop("claim_child_phase")
         state = claimed_state(row)
         return ExecutionClaim(first, row if row["execution_id"] is not None else None, leased, phase, state)

@@ -20,7 +20,7 @@ from faststream.kafka.annotations import KafkaMessage
 from pydantic import TypeAdapter
 
 from muster_runtime import bells, dispatch, retrying
-from muster_runtime.batched import Coalescers
+from muster_runtime.batched import ClaimCoalescer, claims_coalescer
 from muster_runtime.consuming import BATCH_OPTIONS, per_key, records_of
 from muster_runtime.db import Pool, create_pool
 from muster_runtime.dispatch import Dispatcher
@@ -86,14 +86,14 @@ class Resources:
     pool: Pool
     producer: AIOKafkaProducer
     tasks: list[asyncio.Task[None]] = field(default_factory=list)
-    coalescers: Coalescers = field(default_factory=Coalescers)
+    claims: ClaimCoalescer = field(default_factory=claims_coalescer)
 
     def spawn(self, work: Awaitable[None]) -> None:
         self.tasks.append(asyncio.ensure_future(work))
 
     def uow(self) -> PostgresUnitOfWork:
         """A unit of work on this pool: the factory decisions take."""
-        return PostgresUnitOfWork(self.pool, self.coalescers)
+        return PostgresUnitOfWork(self.pool, self.claims)
 
 
 @contextlib.asynccontextmanager

@@ -13,7 +13,6 @@ from uuid import UUID, uuid4
 import pytest
 from muster_contracts import events as ev
 from muster_runtime import batched
-from muster_runtime.batched import Coalescers
 from muster_runtime.db import Pool
 from muster_runtime.postgres_uow import PostgresUnitOfWork
 from muster_runtime.unit_of_work import ExecutionClaim
@@ -40,8 +39,8 @@ async def claims(work: Harness, asked: list[tuple[str, UUID, str]]) -> list[Exec
 
 
 async def test_claims_made_together_share_one_statement_and_each_answers_as_alone(pool: Pool) -> None:
-    coalescers = Coalescers()
-    work = Harness(lambda: PostgresUnitOfWork(pool, coalescers), list)
+    coalescer = batched.claims_coalescer()
+    work = Harness(lambda: PostgresUnitOfWork(pool, coalescer), list)
     runs = [await open_run(work, f"task {n}") for n in range(3)]
     (ended, _), (held, _) = await open_run(work, "ended"), await open_run(work, "held")
     async with work.uow() as uow:
@@ -53,7 +52,7 @@ async def test_claims_made_together_share_one_statement_and_each_answers_as_alon
     asked += [("m-ended", ended, "w1"), ("m-held", held, "w1"), ("m-unknown", uuid4(), "w1")]
     *fresh, on_ended, on_held, on_unknown = await claims(work, asked)
 
-    assert coalescers.claims.sent_together == 1
+    assert coalescer.sent_together == 1
     for claim, (execution, child), n in zip(fresh, runs, range(3), strict=True):
         assert (claim.first, claim.leased, claim.child_phase) == (True, True, "RUNNING")
         assert claim.execution is not None and claim.execution["execution_id"] == execution
@@ -70,13 +69,20 @@ async def test_claims_made_together_share_one_statement_and_each_answers_as_alon
 
     again = await claims(work, asked[:3])  # a redelivery of the same three messages
     assert [(c.first, c.leased, c.child_state) for c in again] == [(False, False, None)] * 3
-    assert coalescers.claims.sent_together == 2
+    assert coalescer.sent_together == 2
 
 
 async def test_a_shared_statement_that_fails_leaves_each_claim_to_be_made_alone(
     pool: Pool, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(batched, "CLAIM_EXECUTIONS", "SELECT 1 / 0")
+    claims_together = batched.claims_together
+
+    async def refused_when_shared(conn: Any, claims: list[batched.Claim]) -> list[dict[str, Any]]:
+        if len(claims) > 1:
+            await conn.execute("SELECT 1 / 0")  # the shared statement fails in the server
+        return await claims_together(conn, claims)
+
+    monkeypatch.setattr(batched, "claims_together", refused_when_shared)
     alone: list[Any] = []
     claim_alone = batched.claim_alone
 
@@ -85,10 +91,10 @@ async def test_a_shared_statement_that_fails_leaves_each_claim_to_be_made_alone(
         return await claim_alone(conn, claim)
 
     monkeypatch.setattr(batched, "claim_alone", counted)
-    coalescers = Coalescers()
-    work = Harness(lambda: PostgresUnitOfWork(pool, coalescers), list)
+    coalescer = batched.claims_coalescer()
+    work = Harness(lambda: PostgresUnitOfWork(pool, coalescer), list)
     runs = [await open_run(work, f"task {n}") for n in range(3)]
     answers = await claims(work, [(f"m{n}", execution, "w1") for n, (execution, _) in enumerate(runs)])
     assert [(c.first, c.leased) for c in answers] == [(True, True)] * 3
     assert sorted(alone) == sorted(execution for execution, _ in runs)
-    assert coalescers.claims.sent_together == 0
+    assert coalescer.sent_together == 0
