@@ -26,7 +26,7 @@ from muster_runtime.outbox import OutboxRelay
 from muster_runtime.service import make_broker, the_message
 from muster_runtime.settings import Settings
 
-from muster_gateway import rest, rest_sessions, rest_waits, streams, ws
+from muster_gateway import console, rest, rest_events, rest_sessions, rest_waits, streams, ws
 from muster_gateway.auth import Authenticator
 from muster_gateway.context import Gateway
 from muster_gateway.fanout import Hub
@@ -177,8 +177,10 @@ def build_app(settings: Settings, *, tokens: Mapping[str, str], kafka: bool = Tr
     app.include_router(rest.router)
     app.include_router(rest_sessions.router)
     app.include_router(rest_waits.router)
+    app.include_router(rest_events.router)
     app.include_router(ws.router)
     rest.install_error_handlers(app)
+    console.install(app)
 
     @app.get("/metrics", include_in_schema=False)
     async def prometheus() -> Response:
