@@ -7,7 +7,7 @@ function Diff({ patch }) {
   if (!patch) return html`<p class="muted">No diff captured.</p>`;
   const lines = patch.split('\n');
   return html`<pre class="diff" aria-label="Diff">${lines.map((line, i) => {
-    const cls = line.startsWith('+++') || line.startsWith('---') ? 'file' : line.startsWith('+') ? 'add' : line.startsWith('-') ? 'del' : line.startsWith('@@') ? 'hunk' : '';
+    const cls = line.startsWith('+++') || line.startsWith('---') ? 'fhead' : line.startsWith('+') ? 'add' : line.startsWith('-') ? 'del' : line.startsWith('@@') ? 'hunk' : '';
     return html`<span key=${i} class=${cls}>${line}\n</span>`;
   })}</pre>`;
 }

@@ -73,7 +73,8 @@ export function TreeView({ sessionId, tab }) {
     setActive(newId);
     setSideVersion((v) => v + 1);
   };
-  const onKey = (e, i) => {
+  const onKey = (e, i, t) => {
+    if (e.key === 'Delete' && t.kind !== 'main') { close(t); return; }
     const step = { ArrowRight: 1, ArrowLeft: -1 }[e.key];
     if (!step) return;
     const next = tabs[(i + step + tabs.length) % tabs.length];
@@ -93,15 +94,14 @@ export function TreeView({ sessionId, tab }) {
         <div role="tablist" aria-label="Sessions of this tree">
           ${tabs.map((t, i) => {
             const status = t.kind === 'sub' ? childStatus[t.sessionId] : null;
-            return html`<div class=${'tab-wrap tab-' + t.kind} key=${t.sessionId}>
-              <button role="tab" id=${'tab-' + t.sessionId} aria-selected=${active === t.sessionId} aria-controls=${'panel-' + t.sessionId}
+            return html`<button role="tab" key=${t.sessionId} id=${'tab-' + t.sessionId} aria-selected=${active === t.sessionId} aria-controls=${'panel-' + t.sessionId}
                 tabindex=${active === t.sessionId ? 0 : -1} ref=${(el) => { tabRefs.current[t.sessionId] = el; }}
-                data-kind=${t.kind} data-session-id=${t.sessionId} data-status=${status || ''}
-                onClick=${() => setActive(t.sessionId)} onKeyDown=${(e) => onKey(e, i)}>
+                class=${'tab-' + t.kind} data-kind=${t.kind} data-session-id=${t.sessionId} data-status=${status || ''}
+                aria-keyshortcuts=${t.kind !== 'main' ? 'Delete' : undefined}
+                onClick=${() => setActive(t.sessionId)} onKeyDown=${(e) => onKey(e, i, t)}>
                 ${t.kind === 'sub' ? '⤷ ' : ''}${t.label}${status && !TERMINAL.includes(status) ? html` <span class="spinner" aria-label="running"></span>` : ''}${status === 'COMPLETED' ? html` <span class="ok" aria-label="completed">✓</span>` : ''}${status === 'FAILED' ? html` <span class="bad" aria-label="failed">✗</span>` : ''}
-              </button>
-              ${t.kind !== 'main' ? html`<button class="tab-close" aria-label=${'Close tab ' + t.label} onClick=${() => close(t)}>×</button>` : null}
-            </div>`;
+                ${t.kind !== 'main' ? html`<span class="tab-close" aria-hidden="true" title="Close (Delete)" onClick=${(e) => { e.stopPropagation(); close(t); }}>×</span>` : null}
+              </button>`;
           })}
         </div>
         <button class="new-side" onClick=${newSide}>+ Side task</button>

@@ -1,0 +1,231 @@
+"""The web console in a real Chromium against the shared cluster (issue 36).
+
+Every wait is a Playwright `expect` on a condition of the page, never a sleep."""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from .console_support import Console, browser, delegate, script, shots, write  # noqa: F401
+
+pytestmark = pytest.mark.e2e
+expect: Any = None
+
+
+@pytest.fixture(autouse=True)
+def _expect() -> None:
+    global expect
+    from playwright.sync_api import expect as playwright_expect
+
+    playwright_expect.set_options(timeout=30_000)
+    expect = playwright_expect
+
+
+@pytest.fixture
+def console(browser: Any, cluster: Any, shots: Path) -> Iterator[Console]:  # noqa: F811
+    context = browser.new_context(viewport={"width": 1280, "height": 860})
+    page = context.new_page()
+    c = Console(page, cluster.gateway_url, shots)
+    yield c
+    context.close()
+    assert not c.errors, c.errors
+    # The token is never put in a URL (page, REST or WebSocket).
+    assert not [u for u in c.urls if "tok-" in u], c.urls
+
+
+def _rest(cluster: Any, token: str) -> httpx.Client:
+    return httpx.Client(base_url=cluster.gateway_url, headers={"Authorization": f"Bearer {token}"}, timeout=15)
+
+
+def test_sign_in_list_and_page_security(console: Console, cluster: Any) -> None:
+    page = console.page
+    page.goto(cluster.gateway_url + "/")
+    page.get_by_label("Token").fill("not-a-token")
+    page.get_by_role("button", name="Sign in").click()
+    expect(page.get_by_role("alert")).to_contain_text("not valid")
+    console.sign_in(cluster.tokens["alice"])
+    expect(page.get_by_role("status", name="connection open")).to_be_visible()
+    assert page.evaluate("sessionStorage.getItem('muster.token')") == cluster.tokens["alice"]
+    console.shot("sign-in-list")
+    assert console.axe() == []
+
+    head = httpx.get(cluster.gateway_url + "/")
+    csp = head.headers["content-security-policy"]
+    assert "script-src 'self'" in csp and "unsafe-inline" not in csp and "unsafe-eval" not in csp
+    # The WebSocket refuses a foreign Origin and accepts its own.
+    ws = cluster.gateway_url.replace("http", "ws") + "/v1/ws"
+    refused = page.evaluate(
+        """async ([url, token]) => await new Promise((done) => {
+             const b64 = btoa(token).replace(/=+$/, '');
+             const ws = new WebSocket(url, ['muster', 'bearer.' + b64]);
+             ws.onopen = () => { ws.close(); done('open'); };
+             ws.onerror = () => done('refused');
+           })""",
+        [ws.replace("127.0.0.1", "localhost"), cluster.tokens["alice"]],
+    )
+    assert refused == "refused"  # a page of another origin (localhost ≠ 127.0.0.1)
+
+
+def test_two_subagents_tabs_cards_files_timeline_and_fork(console: Console, cluster: Any) -> None:
+    page = console.page
+    console.sign_in(cluster.tokens["alice"])
+    child_a = script({"tool_calls": [write("a.py", "print('a')\n")], "delay_ms": 150}, {"content": "wrote a.py"})
+    child_b = script({"tool_calls": [write("b.py", "print('b')\nprint('b')\n")], "delay_ms": 300}, {"content": "wrote b.py"})
+    session_id = console.start_session(
+        script({"tool_calls": [write("main.txt", "main\n"), delegate("coder", child_a), delegate("general", child_b)]},
+               {"content": "both **children** finished"}),
+        title="two children",
+    )
+    conv = page.locator(f".conversation[data-session-id='{session_id}']")
+    # Both subagent tabs appear and complete; the cards show the children's results.
+    sub_tabs = page.locator("[role=tab][data-kind=sub]")
+    expect(sub_tabs).to_have_count(2)
+    expect(page.locator("[role=tab][data-kind=sub][data-status=COMPLETED]")).to_have_count(2)
+    expect(conv.locator(".delegation[data-status=COMPLETED]")).to_have_count(2)
+    expect(conv.locator(".delegation").nth(0)).to_contain_text("wrote a.py")
+    expect(conv.locator(".delegation").nth(1)).to_contain_text("wrote b.py")
+    expect(conv.locator("[data-role=ASSISTANT]").last).to_contain_text("both children finished")
+    console.shot("conversation")
+    assert console.axe(".tabs-area") == []
+
+    # The round's file changes: merged paths with their sources.
+    conv.locator(".files > summary").first.click()
+    files = conv.locator(".file-list .file")
+    expect(files).to_have_count(3)
+    expect(conv.locator(".file[data-path='main.txt'] .sources")).to_have_text("from MAIN")
+    expect(conv.locator(".file[data-path='a.py'] .sources")).to_have_text("from coder (subagent)")
+    expect(conv.locator(".file[data-path='b.py'] .sources")).to_have_text("from general (subagent)")
+    expect(conv.locator(".file[data-path='b.py'] summary .add")).to_have_text("+2")
+    conv.locator(".file[data-path='a.py'] summary").click()
+    expect(conv.locator(".file[data-path='a.py'] .diff .add").last).to_contain_text("print('a')")
+    console.shot("file-changes")
+    assert console.axe(".files") == []
+
+    # The timeline: both children's runs inside the parent's turn.
+    conv.get_by_role("button", name="Timeline").first.click()
+    rows = conv.locator(".timeline .tl-child")
+    expect(rows).to_have_count(2)
+    spans = conv.locator(".timeline .span.whole").evaluate_all(
+        "els => els.map(e => [e.closest('.tl-row').className, +e.dataset.start, +e.dataset.end])"
+    )
+    parent = next(s for s in spans if "tl-parent" in s[0])
+    children = [s for s in spans if "tl-child" in s[0]]
+    assert len(children) == 2
+    for _, start, end in children:
+        assert parent[1] <= start <= end <= parent[2], (parent, children)
+    expect(conv.locator(".timeline .kind-barrier[data-kind=barrier]")).to_have_count(1)
+    console.shot("timeline")
+
+    # A subagent's tab: its own read-only stream.
+    sub_tabs.nth(0).click()
+    child_panel = page.locator("[role=tabpanel]:not([hidden]) .conversation")
+    expect(child_panel.locator("[data-role=ASSISTANT]").last).to_contain_text("wrote a.py")
+    expect(child_panel.locator(".composer")).to_have_count(0)
+    page.get_by_role("tab", name=re.compile("Main")).click()
+
+    # Fork from the round into a side task; it is listed in the inspector.
+    conv.get_by_role("button", name=re.compile("Fork to side task")).first.click()
+    form = page.get_by_role("form", name="New side task")
+    expect(form.get_by_label("Fork of the main session up to this round")).to_be_checked()
+    form.get_by_label("First message").fill("what did the children write?")
+    form.get_by_role("button", name="Start side task").click()
+    side = page.locator("[role=tab][data-kind=side]")
+    expect(side).to_have_count(1)
+    inspector = page.get_by_role("complementary", name="Side tasks of this tree")
+    expect(inspector.locator(".side-list li")).to_have_count(1)
+    side_panel = page.locator("[role=tabpanel]:not([hidden]) .conversation")
+    expect(side_panel.locator("[data-role=USER]").first).to_contain_text("#script")  # the copied history
+    expect(side_panel.locator("[data-role=USER]").last).to_contain_text("what did the children write?")
+
+
+def test_model_html_is_shown_as_text(console: Console, cluster: Any) -> None:
+    page = console.page
+    console.sign_in(cluster.tokens["alice"])
+    evil = "**bold** then <script>window.__pwned = 1</script> and <img src=x onerror=\"window.__pwned = 2\">\n\n<script>window.__pwned = 3</script>"
+    console.start_session(script({"content": evil}))
+    answer = page.locator("[data-role=ASSISTANT]").last
+    expect(answer).to_contain_text("<script>window.__pwned = 1</script>")
+    expect(answer).to_contain_text('<img src=x onerror="window.__pwned = 2">')
+    expect(answer.locator("strong")).to_have_text("bold")  # Markdown still renders
+    assert answer.locator("script, img").count() == 0
+    assert page.evaluate("window.__pwned") is None
+
+
+def test_an_ask_session_approved_in_the_page_writes_once(console: Console, cluster: Any) -> None:
+    page = console.page
+    console.sign_in(cluster.tokens["alice"])
+    session_id = console.start_session(
+        script({"tool_calls": [write("approved.txt", "yes\n")]}, {"content": "written"}), permission="ask"
+    )
+    approval = page.get_by_role("region", name="Approval request for write_file")
+    expect(approval).to_be_visible()
+    expect(page.locator(".session-header .phase")).to_have_attribute("data-phase", "WAITING_APPROVAL")
+    page.reload()  # the wait is still there after a reload
+    expect(approval).to_be_visible()
+    assert page.locator(".session-header select").input_value() == "ask"
+    console.shot("approval")
+    approval.get_by_role("button", name="Approve").click()
+    expect(page.locator("[data-role=ASSISTANT]").last).to_contain_text("written")
+    expect(approval).to_have_count(0)
+    assert (cluster.data_dir / "workspaces" / session_id / "approved.txt").read_text() == "yes\n"
+    with _rest(cluster, cluster.tokens["alice"]) as rest:
+        items = rest.get(f"/v1/sessions/{session_id}/messages").json()["items"]
+    writes = [m for m in items if m["role"] == "TOOL" and "approved.txt" in m["content"]]
+    assert len(writes) == 1 and json.loads(writes[0]["content"])["success"] is True
+    changes = [c for m in items for c in m.get("fileChanges") or []]
+    assert [c["path"] for c in changes] == ["approved.txt"]
+
+
+def test_a_question_answered_in_the_page(console: Console, cluster: Any) -> None:
+    page = console.page
+    console.sign_in(cluster.tokens["alice"])
+    session_id = console.start_session(
+        script({"tool_calls": [{"name": "ask_user", "arguments": {"question": "Which colour?", "options": ["red", "blue"]}}]},
+               {"content": "thanks"})
+    )
+    question = page.get_by_role("form", name="Question from the agent")
+    expect(question).to_contain_text("Which colour?")
+    question.get_by_label("Your answer").fill("green, please")
+    question.get_by_role("button", name="Answer").click()
+    expect(page.locator("[data-role=ASSISTANT]").last).to_contain_text("thanks")
+    with _rest(cluster, cluster.tokens["alice"]) as rest:
+        items = rest.get(f"/v1/sessions/{session_id}/messages").json()["items"]
+    answers = [json.loads(m["content"]) for m in items if m["role"] == "TOOL"]
+    assert answers == [{"success": True, "answer": "green, please"}]
+
+
+def test_reload_mid_turn_resumes_without_duplicates(console: Console, cluster: Any) -> None:
+    page = console.page
+    console.sign_in(cluster.tokens["alice"])
+    steps = [{"tool_calls": [{"name": "list_files", "arguments": {}}], "content": f"step {i}", "delay_ms": 250}
+             for i in range(8)]
+    console.start_session(script(*steps, {"content": "the end"}))
+    assistant = page.locator("[data-role=ASSISTANT]")
+    expect(assistant.filter(has_text="step 2")).to_have_count(1)
+    page.reload()
+    expect(assistant.filter(has_text="step 4")).to_have_count(1)
+    page.evaluate("window.musterConsole.socket.dropForTest()")  # a dropped connection, too
+    expect(assistant.filter(has_text="the end")).to_have_count(1)
+    for i in range(8):
+        expect(assistant.filter(has_text=f"step {i}")).to_have_count(1)
+    expect(page.locator("[data-role=USER]")).to_have_count(1)
+    expect(assistant).to_have_count(9)
+
+
+def test_another_users_session_is_not_found(console: Console, cluster: Any) -> None:
+    page = console.page
+    console.sign_in(cluster.tokens["bob"])
+    bobs = console.start_session("hello from bob")
+    expect(page.locator("[data-role=ASSISTANT]").last).to_contain_text("You said")
+    page.get_by_role("button", name="Sign out").click()
+    console.sign_in(cluster.tokens["alice"])
+    page.goto(f"{cluster.gateway_url}/sessions/{bobs}")
+    expect(page.get_by_role("heading", name="Session not found")).to_be_visible()
+    expect(page.get_by_text("hello from bob")).to_have_count(0)
