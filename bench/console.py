@@ -1,6 +1,6 @@
 """`make bench-console`: the web console's weight and speed in Debian's Chromium.
 
-On a fresh cluster: a session of 500 messages (one round: 249 tool calls and their
+On a fresh cluster: a session of 500 messages (10 turns of 24 tool calls and their
 results), then
 - first render: from navigation start to all 500 messages' elements on the page, median of 5;
 - live latency: a message sent from another client, from its `message` frame reaching the
@@ -27,7 +27,7 @@ from bench.cluster import ROOT, BenchCluster
 CHROMIUM = "/usr/bin/chromium"
 ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
         "--disable-sync", "--no-first-run"]
-STEPS = 249  # 1 USER + 249 x (ASSISTANT + TOOL) + the final ASSISTANT = 500 messages
+ROUNDS, STEPS = 10, 24  # 10 x (1 USER + 24 x (ASSISTANT + TOOL) + the final ASSISTANT) = 500 messages
 # Runs before the page's own scripts: stamps each `message` frame as the socket receives it,
 # and each message element as it enters the DOM (and the frame after).
 PROBE = """
@@ -50,7 +50,7 @@ PROBE = """
       const found = [...(n.matches('[data-message-id]') ? [n] : []), ...n.querySelectorAll('[data-message-id]')];
       for (const el of found) {
         const id = el.dataset.messageId;
-        if (!(id in window.__dom)) { window.__dom[id] = now; requestAnimationFrame((t) => { window.__paint[id] = t; }); }
+        if (!(id in window.__dom)) { window.__dom[id] = now; requestAnimationFrame(() => { window.__paint[id] = performance.now(); }); }
       }
     }
   }).observe(document, { childList: true, subtree: true });
@@ -76,11 +76,22 @@ async def _wait_phase(rest: httpx.AsyncClient, session_id: str, phase: str = "CO
 
 
 async def _big_session(cluster: BenchCluster, rest: httpx.AsyncClient) -> str:
-    steps = [{"tool_calls": [{"name": "list_files", "arguments": {}}], "content": f"step {i}"} for i in range(STEPS)]
+    """ROUNDS turns of STEPS tool rounds each (an agent's turn is capped at 50 rounds)."""
+    steps: list[dict[str, Any]] = [
+        {"tool_calls": [{"name": "list_files", "arguments": {}}], "content": f"step {i}"} for i in range(STEPS)
+    ]
     steps.append({"content": "the end"})
     content = "#script " + json.dumps({"steps": steps})
     ack = await _ws_call(cluster.ws_url, cluster.token, {"type": "create_session", "id": 1, "data": {"content": content}})
     session_id = str(ack["data"]["sessionId"])
+    for _ in range(ROUNDS - 1):  # queued behind the running turn, played in order
+        await _ws_call(cluster.ws_url, cluster.token,
+                       {"type": "send_message", "id": 2, "sessionId": session_id, "data": {"content": content}})
+    for _ in range(1200):
+        page = (await rest.get(f"/v1/sessions/{session_id}/messages?rounds=1000")).json()["items"]
+        if len(page) >= ROUNDS * (2 * STEPS + 2):
+            break
+        await asyncio.sleep(0.2)
     await _wait_phase(rest, session_id)
     return session_id
 
@@ -101,8 +112,10 @@ async def measure(cluster: BenchCluster) -> dict[str, Any]:
             renders = []
             for _ in range(5):
                 await page.goto(f"{base}/sessions/{session_id}")
+                # Functions, not expression strings: the page's CSP rightly forbids eval.
                 await page.wait_for_function(
-                    f"document.querySelectorAll('.conversation [data-message-id]').length >= {count - STEPS}",
+                    "(n) => document.querySelectorAll('.conversation [data-message-id]').length >= n",
+                    arg=count - ROUNDS * STEPS,
                     timeout=30_000,
                 )
                 renders.append(await page.evaluate("performance.now()"))
@@ -111,9 +124,9 @@ async def measure(cluster: BenchCluster) -> dict[str, Any]:
                 ack = await _ws_call(cluster.ws_url, cluster.token, {
                     "type": "send_message", "id": 2, "sessionId": session_id, "data": {"content": f"ping {i}"}})
                 message_id = ack["data"]["messageId"]
-                await page.wait_for_function(f"window.__paint[{json.dumps(message_id)}] !== undefined", timeout=30_000)
+                await page.wait_for_function("(id) => window.__paint[id] !== undefined", arg=message_id, timeout=30_000)
                 frame_at, dom_at, paint_at = await page.evaluate(
-                    f"[window.__frames[{json.dumps(message_id)}], window.__dom[{json.dumps(message_id)}], window.__paint[{json.dumps(message_id)}]]")
+                    "(id) => [window.__frames[id], window.__dom[id], window.__paint[id]]", message_id)
                 latencies.append(dom_at - frame_at)
                 frames_after.append(paint_at - frame_at)
                 await _wait_phase(rest, session_id)

@@ -105,6 +105,7 @@ def test_two_subagents_tabs_cards_files_timeline_and_fork(console: Console, clus
     expect(conv.locator(".file[data-path='b.py'] summary .add")).to_have_text("+2")
     conv.locator(".file[data-path='a.py'] summary").click()
     expect(conv.locator(".file[data-path='a.py'] .diff .add").last).to_contain_text("print('a')")
+    conv.locator(".files").first.scroll_into_view_if_needed()
     console.shot("file-changes")
     assert console.axe(".files") == []
 
@@ -121,6 +122,7 @@ def test_two_subagents_tabs_cards_files_timeline_and_fork(console: Console, clus
     for _, start, end in children:
         assert parent[1] <= start <= end <= parent[2], (parent, children)
     expect(conv.locator(".timeline .kind-barrier[data-kind=barrier]")).to_have_count(1)
+    conv.locator(".timeline").scroll_into_view_if_needed()
     console.shot("timeline")
 
     # A subagent's tab: its own read-only stream.
@@ -143,6 +145,15 @@ def test_two_subagents_tabs_cards_files_timeline_and_fork(console: Console, clus
     side_panel = page.locator("[role=tabpanel]:not([hidden]) .conversation")
     expect(side_panel.locator("[data-role=USER]").first).to_contain_text("#script")  # the copied history
     expect(side_panel.locator("[data-role=USER]").last).to_contain_text("what did the children write?")
+    console.shot("side-task")
+
+    # Search opens the hit inside its tree: the root, then the side task's tab.
+    page.get_by_role("link", name="muster").click()
+    page.get_by_label("Search messages").fill("children write")
+    page.get_by_role("button", name="Search", exact=True).click()
+    page.get_by_role("list", name="Search results").get_by_role("link").first.click()
+    expect(page.get_by_role("tab", name=re.compile("Main"))).to_be_visible()
+    expect(page.locator("[role=tab][data-kind=side][aria-selected=true]")).to_have_count(1)
 
 
 def test_model_html_is_shown_as_text(console: Console, cluster: Any) -> None:
@@ -229,3 +240,32 @@ def test_another_users_session_is_not_found(console: Console, cluster: Any) -> N
     page.goto(f"{cluster.gateway_url}/sessions/{bobs}")
     expect(page.get_by_role("heading", name="Session not found")).to_be_visible()
     expect(page.get_by_text("hello from bob")).to_have_count(0)
+
+
+def test_older_rounds_load_on_scroll(console: Console, cluster: Any) -> None:
+    from websockets.sync.client import connect
+
+    ws_url = cluster.gateway_url.replace("http", "ws") + "/v1/ws?token=" + cluster.tokens["alice"]
+    with connect(ws_url) as ws:
+        def call(frame: dict[str, Any]) -> dict[str, Any]:
+            ws.send(json.dumps(frame))
+            while (reply := json.loads(ws.recv())).get("id") != frame["id"]:
+                pass
+            assert reply["type"] == "ack", reply
+            return dict(reply["data"])
+
+        session_id = call({"type": "create_session", "id": "c", "data": {"content": "round 0"}})["sessionId"]
+        for i in range(1, 25):  # queued behind one another
+            call({"type": "send_message", "id": f"s{i}", "sessionId": session_id, "data": {"content": f"round {i}"}})
+    page = console.page
+    console.sign_in(cluster.tokens["alice"])
+    page.goto(f"{cluster.gateway_url}/sessions/{session_id}")
+    users = page.locator("[data-role=USER]")
+    expect(page.locator("[data-role=ASSISTANT]").filter(has_text="You said: round 24")).to_have_count(1)
+    page.reload()
+    expect(page.locator("[data-role=ASSISTANT]").filter(has_text="You said: round 24")).to_have_count(1)
+    expect(users).to_have_count(20)  # the newest 20 rounds first
+    page.locator(".scroller").evaluate("el => { el.scrollTop = 0; }")
+    expect(users).to_have_count(25)
+    expect(users.first).to_contain_text("round 0")
+    expect(page.get_by_role("button", name="Load older rounds")).to_have_count(0)

@@ -138,7 +138,7 @@ function Composer({ sessionId, phase }) {
   </form>`;
 }
 
-export function Conversation({ sessionId, kind, onOpenChild, onFork, onChildren, onTreeChange }) {
+export function Conversation({ sessionId, kind, onOpenChild, onFork, onChildren, onTreeChange, onWaiting }) {
   const [state, loadOlder] = useSessionStream(sessionId);
   const scroller = useRef(null);
   const sentinel = useRef(null);
@@ -166,6 +166,9 @@ export function Conversation({ sessionId, kind, onOpenChild, onFork, onChildren,
 
   const tools = useMemo(() => new Map(state.messages.filter((m) => m.role === 'TOOL').map((m) => [m.toolCallId, m])), [state.messages]);
   const grouped = useMemo(() => rounds(state.messages), [state.messages]);
+  const waiting = Object.values(state.approvals).filter((a) => a.status === 'pending').length
+    + Object.values(state.questions).filter((q) => q.status === 'pending').length;
+  useEffect(() => { onWaiting && onWaiting(sessionId, waiting); }, [waiting]);
   if (state.notFound) return html`<div class="notfound" role="alert"><h2>Session not found</h2><p>It does not exist, or it is not yours.</p></div>`;
   const pendingApprovals = Object.values(state.approvals).filter((a) => a.status === 'pending');
   const pendingQuestions = Object.values(state.questions).filter((q) => q.status === 'pending');

@@ -15,6 +15,7 @@ export function TreeView({ sessionId, tab }) {
   const [active, setActive] = useState(null);
   const [childStatus, setChildStatus] = useState({});
   const [sideVersion, setSideVersion] = useState(0);
+  const [waiting, setWaiting] = useState({});
   const closed = useRef(new Set());
   const tabRefs = useRef({});
 
@@ -99,7 +100,7 @@ export function TreeView({ sessionId, tab }) {
                 class=${'tab-' + t.kind} data-kind=${t.kind} data-session-id=${t.sessionId} data-status=${status || ''}
                 aria-keyshortcuts=${t.kind !== 'main' ? 'Delete' : undefined}
                 onClick=${() => setActive(t.sessionId)} onKeyDown=${(e) => onKey(e, i, t)}>
-                ${t.kind === 'sub' ? '⤷ ' : ''}${t.label}${status && !TERMINAL.includes(status) ? html` <span class="spinner" aria-label="running"></span>` : ''}${status === 'COMPLETED' ? html` <span class="ok" aria-label="completed">✓</span>` : ''}${status === 'FAILED' ? html` <span class="bad" aria-label="failed">✗</span>` : ''}
+                ${t.kind === 'sub' ? '⤷ ' : ''}${t.label}${waiting[t.sessionId] ? html` <span class="badge" aria-label="waiting for you">${waiting[t.sessionId]}</span>` : ''}${status && !TERMINAL.includes(status) ? html` <span class="spinner" aria-label="running"></span>` : ''}${status === 'COMPLETED' ? html` <span class="ok" aria-label="completed">✓</span>` : ''}${status === 'FAILED' ? html` <span class="bad" aria-label="failed">✗</span>` : ''}
                 ${t.kind !== 'main' ? html`<span class="tab-close" aria-hidden="true" title="Close (Delete)" onClick=${(e) => { e.stopPropagation(); close(t); }}>×</span>` : null}
               </button>`;
           })}
@@ -112,7 +113,8 @@ export function TreeView({ sessionId, tab }) {
           ? html`<${SideTaskForm} source=${t.source} sourceIsMain=${t.source === root.sessionId} forkFromMessageId=${t.forkFrom}
               onCreated=${(id) => replaceTab(t, id)} onCancel=${() => close(t)} />`
           : html`<${Conversation} sessionId=${t.sessionId} kind=${t.kind} onOpenChild=${onOpenChild} onFork=${onFork}
-              onChildren=${onChildren} onTreeChange=${() => setSideVersion((v) => v + 1)} />`}
+              onChildren=${onChildren} onTreeChange=${() => setSideVersion((v) => v + 1)}
+              onWaiting=${(id, n) => setWaiting((w) => (w[id] === n ? w : { ...w, [id]: n }))} />`}
       </section>`)}
     </main>
     <${Inspector} rootId=${root.sessionId} version=${sideVersion} onOpen=${(id) => openTab({ sessionId: id, kind: 'side', label: 'Side task' })} />
