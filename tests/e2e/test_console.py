@@ -136,7 +136,7 @@ def test_two_subagents_tabs_cards_files_timeline_and_fork(console: Console, clus
     conv.get_by_role("button", name=re.compile("Fork to side task")).first.click()
     form = page.get_by_role("form", name="New side task")
     expect(form.get_by_label("Fork of the main session up to this round")).to_be_checked()
-    form.get_by_label("First message").fill("what did the children write?")
+    form.get_by_label("First message").fill("what did the kids produce?")
     form.get_by_role("button", name="Start side task").click()
     side = page.locator("[role=tab][data-kind=side]")
     expect(side).to_have_count(1)
@@ -144,12 +144,12 @@ def test_two_subagents_tabs_cards_files_timeline_and_fork(console: Console, clus
     expect(inspector.locator(".side-list li")).to_have_count(1)
     side_panel = page.locator("[role=tabpanel]:not([hidden]) .conversation")
     expect(side_panel.locator("[data-role=USER]").first).to_contain_text("#script")  # the copied history
-    expect(side_panel.locator("[data-role=USER]").last).to_contain_text("what did the children write?")
+    expect(side_panel.locator("[data-role=USER]").last).to_contain_text("what did the kids produce?")
     console.shot("side-task")
 
     # Search opens the hit inside its tree: the root, then the side task's tab.
     page.get_by_role("link", name="muster").click()
-    page.get_by_label("Search messages").fill("children write")
+    page.get_by_label("Search messages").fill("kids produce")
     page.get_by_role("button", name="Search", exact=True).click()
     page.get_by_role("list", name="Search results").get_by_role("link").first.click()
     expect(page.get_by_role("tab", name=re.compile("Main"))).to_be_visible()
