@@ -269,3 +269,23 @@ def test_older_rounds_load_on_scroll(console: Console, cluster: Any) -> None:
     expect(users).to_have_count(25)
     expect(users.first).to_contain_text("round 0")
     expect(page.get_by_role("button", name="Load older rounds")).to_have_count(0)
+
+
+async def test_session_events_read_gives_the_replay(cluster: Any, alice: Any, alice_rest: Any, bob_rest: Any) -> None:
+    """`GET /v1/sessions/{id}/events`, the console's extension: the stored frames exactly as
+    the socket delivered them, pageable, filterable by type, and only for the owner."""
+    session_id = await alice.run_turn("hello events")
+    live = [f for f in alice.events[session_id] if "position" in f]
+    # Events after the turn ended (the tree signal, the title) may follow: compare the prefix.
+    body = (await alice_rest.get(f"/v1/sessions/{session_id}/events")).json()
+    assert body["items"][: len(live)] == live and body["nextAfterPosition"] is None
+    first = (await alice_rest.get(f"/v1/sessions/{session_id}/events", limit=1)).json()
+    assert first["items"] == live[:1] and first["nextAfterPosition"] == live[0]["position"]
+    rest = (await alice_rest.get(f"/v1/sessions/{session_id}/events", afterPosition=live[0]["position"])).json()
+    assert rest["items"][: len(live) - 1] == live[1:]
+    only = (await alice_rest.get(f"/v1/sessions/{session_id}/events", types="message")).json()["items"]
+    assert only == [f for f in live if f["type"] == "message"] and len(only) == 2
+    bad = await alice_rest.get(f"/v1/sessions/{session_id}/events", types=",")
+    assert bad.status_code == 400 and bad.json()["error"]["code"] == "bad_request"
+    foreign = await bob_rest.get(f"/v1/sessions/{session_id}/events")
+    assert foreign.status_code == 404 and foreign.json()["error"]["code"] == "not_found"

@@ -54,7 +54,9 @@ def subprotocol_token(offered: list[str]) -> str | None:
         if item.startswith(_BEARER):
             encoded = item[len(_BEARER) :]
             try:
-                return base64.urlsafe_b64decode(encoded + "=" * (-len(encoded) % 4)).decode()
+                padded = encoded + "=" * (-len(encoded) % 4)
+                token = base64.b64decode(padded, altchars=b"-_", validate=True).decode()
             except (binascii.Error, UnicodeDecodeError, ValueError):
                 return None
+            return token or None
     return None

@@ -69,8 +69,9 @@ async function buildTimeline(sessionId, userMessageId) {
   const childEnds = [];
   for (const run of runs.values()) {
     const x = run.execution;
+    // The run's own start and end (the parent's stream hears of its end only at delivery).
     const start = x.startedAt ? Math.max(ms(x.startedAt), turnStart) : run.start;
-    const end = run.end ?? (x.endedAt ? ms(x.endedAt) : turnEnd);
+    const end = x.endedAt ? ms(x.endedAt) : run.end ?? turnEnd;
     const childEvents = (await allEvents(x.childSessionId)).filter((e) => ms(e.time) >= start - 1 && ms(e.time) <= end + 1);
     childEnds.push(end);
     rows.push({ id: x.childSessionId, label: `${x.agentType}${x.invocationType === 'FOLLOWUP' ? ' (follow-up)' : ''}`, kind: 'child', start, end, spans: sessionSpans(childEvents) });
