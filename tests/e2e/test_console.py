@@ -130,6 +130,9 @@ def test_two_subagents_tabs_cards_files_timeline_and_fork(console: Console, clus
     child_panel = page.locator("[role=tabpanel]:not([hidden]) .conversation")
     expect(child_panel.locator("[data-role=ASSISTANT]").last).to_contain_text("wrote a.py")
     expect(child_panel.locator(".composer")).to_have_count(0)
+    child_panel.locator(".files > summary").first.click()  # the subagent's own changes
+    expect(child_panel.locator(".file-list .file")).to_have_count(1)
+    expect(child_panel.locator(".file[data-path='a.py'] .sources")).to_have_text("from coder (subagent)")
     page.get_by_role("tab", name=re.compile("Main")).click()
 
     # Fork from the round into a side task; it is listed in the inspector.
@@ -178,7 +181,13 @@ def test_an_ask_session_approved_in_the_page_writes_once(console: Console, clust
     approval = page.get_by_role("region", name="Approval request for write_file")
     expect(approval).to_be_visible()
     expect(page.locator(".session-header .phase")).to_have_attribute("data-phase", "WAITING_APPROVAL")
-    page.reload()  # the wait is still there after a reload
+    # The list shows the tree's pending approval, live; the wait is there after a reload.
+    page.get_by_role("link", name="muster").click()
+    card = page.locator(f".card[data-session-id='{session_id}']")
+    expect(card.get_by_label("1 pending approvals")).to_be_visible()
+    card.get_by_role("link").first.click()
+    expect(approval).to_be_visible()
+    page.reload()
     expect(approval).to_be_visible()
     assert page.locator(".session-header select").input_value() == "ask"
     console.shot("approval")
@@ -289,3 +298,73 @@ async def test_session_events_read_gives_the_replay(cluster: Any, alice: Any, al
     assert bad.status_code == 400 and bad.json()["error"]["code"] == "bad_request"
     foreign = await bob_rest.get(f"/v1/sessions/{session_id}/events")
     assert foreign.status_code == 404 and foreign.json()["error"]["code"] == "not_found"
+
+
+def test_queue_cancel_manage_compact(console: Console, cluster: Any) -> None:
+    """Send while running (queued), cancel, settings, context preview, compaction, and the
+    side-task and session management actions."""
+    page = console.page
+    console.sign_in(cluster.tokens["alice"])
+    session_id = console.start_session(script({"content": "slow", "delay_ms": 60_000}), title="managed")
+    header = page.locator(".session-header")
+    expect(header.locator(".phase")).to_have_attribute("data-phase", "RUNNING")
+    page.get_by_role("textbox", name="Message").fill("queued hello")
+    page.get_by_role("textbox", name="Message").press("Enter")
+    expect(page.locator("[data-role=QUEUED]")).to_contain_text("queued hello")
+    page.get_by_role("button", name="Cancel").click()
+    expect(header.locator(".phase")).to_have_attribute("data-phase", "CANCELLED")
+    expect(page.locator("[data-role=QUEUED]")).to_have_count(0)
+
+    page.get_by_role("textbox", name="Message").fill("second turn")
+    page.get_by_role("button", name="Send").click()
+    expect(page.locator("[data-role=ASSISTANT]").filter(has_text="You said: second turn")).to_have_count(1)
+    header.get_by_label("Permission").select_option("read_only")
+    with _rest(cluster, cluster.tokens["alice"]) as rest:
+        expect(header.get_by_label("Permission")).to_have_value("read_only")
+        compact = rest.post(f"/v1/sessions/{session_id}/compact")
+        assert compact.status_code == 202, compact.text
+    expect(page.locator(".compaction")).to_contain_text("Compacted here")
+    header.get_by_role("button", name="Context").click()
+    dialog = page.get_by_role("dialog", name="Context preview")
+    expect(dialog).to_contain_text("summary of")
+    dialog.get_by_role("button", name="Close the context preview").click()
+    page.reload()
+    expect(header.get_by_label("Permission")).to_have_value("read_only")
+    expect(page.locator(".compaction")).to_have_count(1)  # shown after a reload too
+
+    # A side task (no context), renamed, archived and back, then promoted to a main session.
+    page.get_by_role("button", name="+ Side task").click()
+    form = page.get_by_role("form", name="New side task")
+    expect(form.get_by_label("None (a fresh conversation)")).to_be_checked()
+    form.get_by_label("First message").fill("side hello")
+    form.get_by_role("button", name="Start side task").click()
+    side_panel = page.locator("[role=tabpanel]:not([hidden]) .conversation")
+    expect(side_panel.locator(".session-header .phase")).to_have_attribute("data-phase", "COMPLETED")
+    inspector = page.get_by_role("complementary", name="Side tasks of this tree")
+    item = inspector.locator(".side-list li")
+    expect(item).to_have_count(1)
+    side_id = item.get_attribute("data-session-id")
+    page.once("dialog", lambda d: d.accept("my side task"))
+    item.get_by_role("button", name=re.compile("^Rename")).click()
+    expect(item.locator(".side-open")).to_have_text("my side task")
+    item.get_by_role("button", name="Archive").click()
+    expect(item).to_have_count(0)
+    inspector.get_by_label("Show archived").check()
+    expect(item).to_have_count(1)
+    item.get_by_role("button", name="Unarchive").click()
+    expect(item).to_have_count(0)
+    inspector.get_by_label("Show archived").uncheck()
+    expect(item).to_have_count(1)
+    item.get_by_role("button", name="Promote").click()
+    page.wait_for_url(f"**/sessions/{side_id}")
+    expect(page.get_by_role("tab", name="Main")).to_have_count(1)
+    expect(page.locator(".session-header .title").first).to_have_text("my side task")
+
+    # Both are main sessions now; delete one from the list.
+    page.get_by_role("link", name="muster").click()
+    cards = page.locator(".card")
+    expect(page.locator(f".card[data-session-id='{side_id}']")).to_have_count(1)
+    page.once("dialog", lambda d: d.accept())
+    page.locator(f".card[data-session-id='{session_id}']").get_by_role("button", name="Delete managed").click()
+    expect(page.locator(f".card[data-session-id='{session_id}']")).to_have_count(0)
+    expect(cards.first).to_be_visible()

@@ -102,10 +102,10 @@ function Round({ round, sessionId, tools, state, readOnly, onOpenChild, onFork, 
   const last = round.items[round.items.length - 1];
   const running = isActive(state.phase) && last === state.messages[state.messages.length - 1];
   return html`<section class="round" aria-label=${'Round ' + round.first.seq}>
-    ${compactionAt.map((c) => html`<div class="compaction" role="note">Compacted here: ${c.messagesCompacted} messages summarised (${c.tokensBefore} → ${c.tokensAfter} tokens)</div>`)}
     ${round.items.map((m) => m.role === 'USER'
       ? html`<div class="msg user" data-role="USER" data-message-id=${m.messageId}><div class="who">You · ${shortTime(m.createdAt)}</div><div class="text">${m.content}</div></div>`
       : m.role === 'ASSISTANT' ? html`<${Assistant} key=${m.messageId} message=${m} tools=${tools} state=${state} onOpenChild=${onOpenChild} />` : null)}
+    ${compactionAt.map((c) => html`<div class="compaction" role="note" key=${c.boundaryMessageId}>Compacted here: the model now sees a summary of the ${c.messagesCompacted} messages up to this point (${c.tokensBefore} → ${c.tokensAfter} tokens)</div>`)}
     <div class="round-tools">
       ${readOnly ? null : html`<button class="link" onClick=${() => onFork(last.messageId)} aria-label=${'Fork to side task from round ' + round.first.seq}>Fork to side task</button>`}
       <button class="link" aria-expanded=${timeline} onClick=${() => setTimeline(!timeline)}>Timeline</button>
@@ -172,6 +172,7 @@ export function Conversation({ sessionId, kind, onOpenChild, onFork, onChildren,
   if (state.notFound) return html`<div class="notfound" role="alert"><h2>Session not found</h2><p>It does not exist, or it is not yours.</p></div>`;
   const pendingApprovals = Object.values(state.approvals).filter((a) => a.status === 'pending');
   const pendingQuestions = Object.values(state.questions).filter((q) => q.status === 'pending');
+  // A compaction's marker closes the round holding its boundary message.
   const compactionsBySeq = (seq, next) => state.compactions.filter((c) => c.boundarySeq >= seq && (next == null || c.boundarySeq < next));
   return html`<div class="conversation" data-session-id=${sessionId}>
     <${SessionHeader} sessionId=${sessionId} state=${state} kind=${kind} />
@@ -182,7 +183,7 @@ export function Conversation({ sessionId, kind, onOpenChild, onFork, onChildren,
       <div role="log" aria-live="polite" aria-label="Conversation">
       ${grouped.map((round, i) => html`<${Round} key=${round.first.messageId} round=${round} sessionId=${sessionId} tools=${tools} state=${state}
         readOnly=${readOnly} onOpenChild=${onOpenChild} onFork=${(id) => onFork(sessionId, id)}
-        compactionAt=${compactionsBySeq(round.items[0].seq + 1, grouped[i + 1]?.first.seq + 1)} />`)}
+        compactionAt=${compactionsBySeq(round.first.seq, grouped[i + 1]?.first.seq)} />`)}
       ${Object.entries(state.deltas).map(([id, text]) => html`<div class="msg assistant streaming" key=${id} data-role="ASSISTANT"><${Markdown} text=${text} /></div>`)}
       ${state.queued.map((q) => html`<div class="msg user queued" key=${q.messageId} data-role="QUEUED"><div class="who">Queued</div><div class="text">${q.content}</div></div>`)}
       ${pendingApprovals.map((a) => html`<${Approval} key=${a.approvalId} sessionId=${sessionId} approval=${a} />`)}
