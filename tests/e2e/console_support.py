@@ -34,8 +34,10 @@ def _missing() -> str | None:
     return None
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture
 def browser() -> Iterator[Any]:
+    """Per test, not per session: Playwright's sync API runs an event loop of its own while
+    it is open, and the suite's async tests need theirs (pytest-asyncio's) in between."""
     missing = _missing()
     if missing is not None:
         if _ci():

@@ -150,7 +150,16 @@ export function Conversation({ sessionId, kind, onOpenChild, onFork, onChildren,
   // Older rounds load when the top comes into view; the scroll position is kept.
   useEffect(() => {
     if (!sentinel.current) return undefined;
-    const io = new IntersectionObserver((entries) => { if (entries.some((e) => e.isIntersecting)) loadOlder(); }, { root: scroller.current });
+    let initial = true;
+    const io = new IntersectionObserver((entries) => {
+      const first = initial;
+      initial = false;
+      if (!entries.some((e) => e.isIntersecting)) return;
+      // Opened at the bottom of a scrollable list: wait until the reader scrolls up.
+      const el = scroller.current;
+      if (first && stick.current && el && el.scrollHeight > el.clientHeight + 10) return;
+      loadOlder();
+    }, { root: scroller.current });
     io.observe(sentinel.current);
     return () => io.disconnect();
   }, [state.nextBeforeSeq, state.loadingOlder, state.loaded]);
