@@ -268,7 +268,9 @@ def test_older_rounds_load_on_scroll(console: Console, cluster: Any) -> None:
             call({"type": "send_message", "id": f"s{i}", "sessionId": session_id, "data": {"content": f"round {i}"}})
     page = console.page
     console.sign_in(cluster.tokens["alice"])
-    page.goto(f"{cluster.gateway_url}/sessions/{session_id}")
+    card = page.locator(f".card[data-session-id='{session_id}']")
+    expect(card.get_by_role("img", name="unread")).to_be_visible()  # a turn ended, unseen
+    card.get_by_role("link").first.click()
     users = page.locator("[data-role=USER]")
     expect(page.locator("[data-role=ASSISTANT]").filter(has_text="You said: round 24")).to_have_count(1)
     page.reload()
@@ -278,6 +280,9 @@ def test_older_rounds_load_on_scroll(console: Console, cluster: Any) -> None:
     expect(users).to_have_count(25)
     expect(users.first).to_contain_text("round 0")
     expect(page.get_by_role("button", name="Load older rounds")).to_have_count(0)
+    page.get_by_role("link", name="muster").click()  # seen now: the unread dot is gone
+    expect(card.get_by_role("img", name="running")).to_have_count(0)
+    expect(card.get_by_role("img", name="unread")).to_have_count(0)
 
 
 async def test_session_events_read_gives_the_replay(cluster: Any, alice: Any, alice_rest: Any, bob_rest: Any) -> None:

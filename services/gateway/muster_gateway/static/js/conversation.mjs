@@ -1,7 +1,7 @@
 // A session's conversation: rounds of messages, tool calls with their results, delegation
 // cards, waits answered in place, and (for main and side tabs) the composer.
 import { html, useState, useEffect, useRef, useMemo, Phase, ErrorNote, parseJson, shortTime, isActive } from './ui.mjs';
-import { socket } from './api.mjs';
+import { socket, rest, enc } from './api.mjs';
 import { markdownHtml } from './markdown.mjs';
 import { RoundFiles } from './files.mjs';
 import { Timeline } from './timeline.mjs';
@@ -138,7 +138,7 @@ function Composer({ sessionId, phase }) {
   </form>`;
 }
 
-export function Conversation({ sessionId, kind, onOpenChild, onFork, onChildren, onTreeChange, onWaiting }) {
+export function Conversation({ sessionId, kind, active, onOpenChild, onFork, onChildren, onTreeChange, onWaiting, onTitle }) {
   const [state, loadOlder] = useSessionStream(sessionId);
   const scroller = useRef(null);
   const sentinel = useRef(null);
@@ -178,6 +178,13 @@ export function Conversation({ sessionId, kind, onOpenChild, onFork, onChildren,
   const waiting = Object.values(state.approvals).filter((a) => a.status === 'pending').length
     + Object.values(state.questions).filter((q) => q.status === 'pending').length;
   useEffect(() => { onWaiting && onWaiting(sessionId, waiting); }, [waiting]);
+  const title = state.session?.title;
+  useEffect(() => { if (title && onTitle) onTitle(sessionId, title); }, [title]);
+  // Seen: a finished turn shown in the active tab is read (the list's unread dot follows).
+  const unread = state.session?.unread && !isActive(state.phase);
+  useEffect(() => {
+    if (active && unread && kind !== 'sub') rest('POST', `/v1/sessions/${enc(sessionId)}/read`).catch(() => {});
+  }, [active, unread, state.phase]);
   if (state.notFound) return html`<div class="notfound" role="alert"><h2>Session not found</h2><p>It does not exist, or it is not yours.</p></div>`;
   const pendingApprovals = Object.values(state.approvals).filter((a) => a.status === 'pending');
   const pendingQuestions = Object.values(state.questions).filter((q) => q.status === 'pending');

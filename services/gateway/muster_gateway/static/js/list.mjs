@@ -4,10 +4,11 @@
 import { html, useState, useEffect, ErrorNote, Link, Phase, navigate } from './ui.mjs';
 import { get, rest, enc, socket } from './api.mjs';
 
+// The tree signals cover the descendants; the root's own phase and `unread` join them.
 function Signals({ s }) {
   return html`<span class="signals">
-    ${s.treeRunning ? html`<span class="spinner" role="img" aria-label="running"></span>` : null}
-    ${s.treeUnread ? html`<span class="dot" role="img" aria-label="unread"></span>` : null}
+    ${s.treeRunning || s.phase === 'RUNNING' || s.phase === 'CANCELLING' ? html`<span class="spinner" role="img" aria-label="running"></span>` : null}
+    ${s.treeUnread || s.unread ? html`<span class="dot" role="img" aria-label="unread"></span>` : null}
     ${s.pendingApprovals ? html`<span class="badge" aria-label=${s.pendingApprovals + ' pending approvals'}>${s.pendingApprovals} approval${s.pendingApprovals > 1 ? 's' : ''}</span>` : null}
     ${s.pendingQuestions ? html`<span class="badge" aria-label=${s.pendingQuestions + ' pending questions'}>${s.pendingQuestions} question${s.pendingQuestions > 1 ? 's' : ''}</span>` : null}
   </span>`;
@@ -80,8 +81,11 @@ export function SessionList() {
   useEffect(() => {
     if (!items || filter !== 'main') return undefined;
     const offs = items.map((s) => socket.subscribe(s.sessionId, (f) => {
-      const patch = f.type === 'session_tree_status' ? f.data : f.type === 'session_status' ? { phase: f.data.phase }
-        : f.type === 'session_updated' && f.data.title ? { title: f.data.title } : null;
+      const ended = f.type === 'session_status' && ['COMPLETED', 'FAILED', 'CANCELLED'].includes(f.data.phase);
+      const patch = f.type === 'session_tree_status' ? f.data
+        : f.type === 'session_status' ? { phase: f.data.phase, ...(ended ? { unread: true } : {}) }
+          : f.type === 'session_read' ? { unread: false }
+            : f.type === 'session_updated' && f.data.title ? { title: f.data.title } : null;
       if (patch) setItems((list) => list.map((x) => (x.sessionId === f.sessionId ? { ...x, ...patch } : x)));
     }));
     return () => offs.forEach((off) => off());

@@ -41,7 +41,13 @@ function applyEvent(state, f) {
       if (state.messages.some((m) => m.messageId === d.messageId)) return state;
       return { ...state, deltas: { ...state.deltas, [d.messageId]: (state.deltas[d.messageId] || '') + d.text } };
     }
-    case 'session_status': return { ...state, phase: d.phase, phaseError: d.error || null };
+    case 'session_status': {
+      // A turn that ends leaves the session unread until someone looks at it.
+      const ended = ['COMPLETED', 'FAILED', 'CANCELLED'].includes(d.phase);
+      const session = ended && state.session ? { ...state.session, unread: true } : state.session;
+      return { ...state, session, phase: d.phase, phaseError: d.error || null };
+    }
+    case 'session_read': return { ...state, session: { ...state.session, unread: false } };
     case 'message_queued':
       if (state.queued.some((q) => q.messageId === d.messageId) || state.messages.some((m) => m.messageId === d.messageId)) return state;
       return { ...state, queued: [...state.queued, d] };

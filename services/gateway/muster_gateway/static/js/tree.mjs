@@ -112,7 +112,8 @@ export function TreeView({ sessionId, tab }) {
         ${t.kind === 'new'
           ? html`<${SideTaskForm} source=${t.source} sourceIsMain=${t.source === root.sessionId} forkFromMessageId=${t.forkFrom}
               onCreated=${(id) => replaceTab(t, id)} onCancel=${() => close(t)} />`
-          : html`<${Conversation} sessionId=${t.sessionId} kind=${t.kind} onOpenChild=${onOpenChild} onFork=${onFork}
+          : html`<${Conversation} sessionId=${t.sessionId} kind=${t.kind} active=${active === t.sessionId} onOpenChild=${onOpenChild} onFork=${onFork}
+              onTitle=${(id, title) => t.kind === 'side' && setTabs((list) => list.map((x) => (x.sessionId === id && x.label !== title ? { ...x, label: title } : x)))}
               onChildren=${onChildren} onTreeChange=${() => setSideVersion((v) => v + 1)}
               onWaiting=${(id, n) => setWaiting((w) => (w[id] === n ? w : { ...w, [id]: n }))} />`}
       </section>`)}
