@@ -6,6 +6,7 @@ input dropped, crash tail discarded, resume and execution recovery."""
 from __future__ import annotations
 
 import asyncio
+import json
 import random
 from datetime import UTC, datetime, timedelta
 from uuid import UUID, uuid4
@@ -17,7 +18,7 @@ from muster_runtime.db import Pool
 
 def _calls(*names: str) -> list[ev.ToolCallSpec]:
     return [
-        ev.ToolCallSpec(id=f"call-{n}", name=n, arguments={"path": f"{n}.txt", "mode": "w"}) for n in names
+        ev.ToolCallSpec(id=f"call-{n}", name=n, arguments=json.dumps({"path": f"{n}.txt", "mode": "w"})) for n in names
     ]
 
 

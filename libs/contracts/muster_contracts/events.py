@@ -41,11 +41,12 @@ class DomainEvent(Message):
 
 
 class ToolCallSpec(Message):
-    """A tool call as the model asked for it; `arguments` is the parsed JSON object."""
+    """A tool call as the model asked for it; `arguments` is the exact text the model
+    produced (`tool_arguments.py`), never re-serialised."""
 
     id: str
     name: str
-    arguments: dict[str, Any]
+    arguments: str
 
 
 class BackgroundMessage(Message):
@@ -97,10 +98,11 @@ class TokenUsage(Message):
 
 
 class MessageRecorded(DomainEvent):
-    """v2 added `source_session_id`: the child session a delivered TOOL result came from."""
+    """v2 added `source_session_id`: the child session a delivered TOOL result came from.
+    v3 keeps each tool call's `arguments` as the model's text instead of a parsed object."""
 
     type: Literal["MessageRecorded"] = "MessageRecorded"
-    schema_version: int = 2
+    schema_version: int = 3
     message_id: UUID
     seq: int
     role: Role

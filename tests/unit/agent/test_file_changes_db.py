@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
@@ -36,6 +37,7 @@ async def run_round(pool: Pool, sid: UUID, tmp_path: Path, calls: list[dict[str,
     assert state is not None
     deps = SimpleNamespace(uows=uows(pool), workspaces=tmp_path, agents=AgentRegistry.load(), delegation=None)
     message_id = uuid4()
+    calls = [{**c, "arguments": json.dumps(c["arguments"])} for c in calls]  # the model's text
     specs = [ev.ToolCallSpec(**c) for c in calls]
 
     def answer(seq: int) -> ev.MessageRecorded:

@@ -89,7 +89,7 @@ async def test_a_crash_tail_is_discarded_and_its_tool_is_not_run_again(tmp_path:
     """The runner died after recording a tool's start but not its result."""
     world = World(tmp_path)
     sid = await world.session(script({"tool_calls": [write("x.txt", "X")]}, {"content": "after"}))
-    cut = ev.ToolCallSpec(id="cut", name="write_file", arguments={"path": "x.txt", "content": "X"})
+    cut = ev.ToolCallSpec(id="cut", name="write_file", arguments=json.dumps({"path": "x.txt", "content": "X"}))
     answer = ev.MessageRecorded(message_id=uuid4(), seq=2, role="ASSISTANT", content="", tool_calls=[cut])
     await world.append(
         sid,

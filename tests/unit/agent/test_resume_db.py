@@ -78,9 +78,10 @@ async def test_a_round_cut_by_a_crash_is_discarded_and_no_tool_runs_twice(
     real = tool_round.local_tool_call
     ran: list[str] = []
 
-    def dies_on_b(workspace: Any, name: str, arguments: dict[str, Any]) -> Callable[[], dict[str, Any]]:
-        ran.append(arguments["path"])
-        if arguments["path"] == "b.txt" and ran.count("b.txt") == 1:
+    def dies_on_b(workspace: Any, name: str, arguments: str) -> Callable[[], dict[str, Any]]:
+        path = json.loads(arguments)["path"]
+        ran.append(path)
+        if path == "b.txt" and ran.count("b.txt") == 1:
             raise Crash
         return real(workspace, name, arguments)
 

@@ -139,7 +139,7 @@ async def test_rest_sessions_and_messages(client: TestClient, pool: Pool) -> Non
     for seq, (role, mid) in enumerate(zip(roles, ids, strict=True), start=1):
         events.append(MessageRecorded(
             message_id=mid, seq=seq, role=role, content=f"m{seq}",
-            tool_calls=[ToolCallSpec(id="c", name="list_files", arguments={})]
+            tool_calls=[ToolCallSpec(id="c", name="list_files", arguments=json.dumps({}))]
             if seq == 2 else None,
             tool_call_id="c" if role == "TOOL" else None,
         ))

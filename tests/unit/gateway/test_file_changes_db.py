@@ -42,7 +42,7 @@ class Session:
     async def message(self, role: str, *calls: tuple[str, str], message_id: UUID | None = None) -> UUID:
         self.seq += 1
         mid = message_id or uuid4()
-        specs = [ev.ToolCallSpec(id=cid, name=name, arguments={}) for name, cid in calls] or None
+        specs = [ev.ToolCallSpec(id=cid, name=name, arguments="{}") for name, cid in calls] or None
         await append(self.pool, self.session_id, ev.MessageRecorded(
             message_id=mid, seq=self.seq, role=role, content=role.lower(), tool_calls=specs))  # type: ignore[arg-type]
         if role == "ASSISTANT":

@@ -5,6 +5,7 @@ outstanding request of its user once per socket, never another user's, new ones 
 from __future__ import annotations
 
 import asyncio
+import json
 from typing import Any
 from uuid import UUID, uuid4
 
@@ -43,7 +44,7 @@ async def request(pool: Pool, sid: UUID, path: str) -> UUID:
     async with pool.acquire() as conn, conn.transaction():
         await eventstore.append(conn, str(sid), [
             we.ToolRequested(request_id=request_id, tool_call_id=f"call-{path}", name="read_file",
-                             arguments={"path": path}),
+                             arguments=json.dumps({"path": path})),
             ev.SessionPhaseChanged(phase="WAITING_CLIENT"),
         ], expected_version=None)
     return request_id

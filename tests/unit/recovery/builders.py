@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
 from datetime import datetime
 from typing import Any
@@ -36,7 +37,7 @@ async def record(uows: UnitOfWorkFactory, sid: UUID, events: Callable[[int], lis
 def assistant(seq: int, calls: list[dict[str, Any]], content: str = "") -> ev.MessageRecorded:
     return ev.MessageRecorded(
         message_id=uuid4(), seq=seq, role="ASSISTANT", content=content,
-        tool_calls=[ev.ToolCallSpec(**c) for c in calls] or None,
+        tool_calls=[ev.ToolCallSpec(**{**c, "arguments": json.dumps(c["arguments"])}) for c in calls] or None,
     )
 
 

@@ -3,6 +3,7 @@ created through the gateway's decision."""
 
 from __future__ import annotations
 
+import json
 from typing import Any
 from uuid import UUID, uuid4
 
@@ -35,7 +36,7 @@ def user(seq: int, content: str) -> ev.MessageRecorded:
 
 
 def answer(seq: int, content: str, *calls: str) -> ev.MessageRecorded:
-    specs = [ev.ToolCallSpec(id=c, name="read_file", arguments={"path": "a"}) for c in calls]
+    specs = [ev.ToolCallSpec(id=c, name="read_file", arguments=json.dumps({"path": "a"})) for c in calls]
     return ev.MessageRecorded(
         message_id=uuid4(), seq=seq, role="ASSISTANT", content=content, tool_calls=specs or None
     )
