@@ -40,8 +40,8 @@ def fmt(value: Any, spec: str = "") -> str:
 def same_run_table(runs: list[tuple[str, dict[str, Any]]]) -> list[str]:
     lines = [
         "| date | time | run | muster turns/s | muster p50 ms (C=16 / C=1) | muster CPU ms/turn "
-        "| LangGraph turns/s | LangGraph p50 ms C=1 | Celery turns/s | × LangGraph turns/s "
-        "| × Celery turns/s | × LangGraph p50 C=1 |",
+        "| LangGraph turns/s | LangGraph p50 ms C=1 | Celery turns/s | vs LangGraph turns/s "
+        "| vs Celery turns/s | vs LangGraph p50 C=1 |",
         "|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for name, run in runs:
