@@ -36,7 +36,7 @@ from chaos.wsconn import Conn
 
 
 async def json_codecs(conn: asyncpg.Connection) -> None:
-    """As the services' pools do (muster_runtime.db): json/jsonb as Python objects."""
+    """As the services' pools do (muster_runtime.process.db): json/jsonb as Python objects."""
     for type_name in ("json", "jsonb"):
         await conn.set_type_codec(type_name, encoder=json.dumps, decoder=json.loads, schema="pg_catalog")
 

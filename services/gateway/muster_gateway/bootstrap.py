@@ -17,14 +17,16 @@ from fastapi.responses import JSONResponse, Response
 from faststream import AckPolicy
 from faststream.kafka import KafkaBroker
 from faststream.kafka.annotations import KafkaMessage
-from muster_runtime import bells, dispatch, retrying, topics, tracing
-from muster_runtime.consuming import BATCH_OPTIONS, records_of
-from muster_runtime.db import Pool, create_pool
-from muster_runtime.dispatch import Dispatcher
-from muster_runtime.kafka import consumer_options, publisher, start_producer
-from muster_runtime.outbox import OutboxRelay
-from muster_runtime.service import make_broker, the_message
-from muster_runtime.settings import Settings
+from muster_runtime.messaging import dispatch, topics
+from muster_runtime.messaging.consuming import BATCH_OPTIONS, records_of
+from muster_runtime.messaging.dispatch import Dispatcher
+from muster_runtime.messaging.kafka import consumer_options, publisher, start_producer
+from muster_runtime.messaging.local_broker import bells
+from muster_runtime.messaging.outbox import OutboxRelay
+from muster_runtime.messaging.service import make_broker, the_message
+from muster_runtime.process import retrying, tracing
+from muster_runtime.process.db import Pool, create_pool
+from muster_runtime.process.settings import Settings
 
 from muster_gateway import rest, rest_sessions, rest_waits, streams, ws
 from muster_gateway.auth import Authenticator

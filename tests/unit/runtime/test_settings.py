@@ -6,7 +6,7 @@ import re
 from pathlib import Path
 
 import pytest
-from muster_runtime.settings import Settings, variable_names
+from muster_runtime.process.settings import Settings, variable_names
 from pydantic import ValidationError
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -167,11 +167,11 @@ def test_instances_and_service_commands_per_service() -> None:
         settings.instances("nope")
 
 
-def test_every_configuration_variable_of_the_readme_is_a_setting() -> None:
-    """The README's configuration table names exactly what `Settings` reads (the tests'
-    and the compose stack's own variables aside)."""
-    readme = (ROOT / "README.md").read_text()
-    table = readme[readme.index("## Configuration") : readme.index("## Repository layout")]
+def test_every_configuration_variable_of_the_docs_is_a_setting() -> None:
+    """The configuration table of docs/operations.md names exactly what `Settings` reads
+    (the tests' and the compose stack's own variables aside)."""
+    doc = (ROOT / "docs" / "operations.md").read_text()
+    table = doc[doc.index("## Configuration") : doc.index("## Docker")]
     documented = set(re.findall(r"`((?:MUSTER|OPENAI|DATABASE|KAFKA)_[A-Z_]+)`", table))
     not_settings = {
         "MUSTER_TEST_CONTAINERS",
