@@ -12,7 +12,7 @@ from typing import Any
 import asyncpg
 
 from chaos.dbstate import Check, DbState
-from chaos.driver import Outcome
+from chaos.outcome import Outcome
 from chaos.wsconn import Conn
 
 

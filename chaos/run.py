@@ -26,8 +26,9 @@ from chaos.checks_waits import check_waits
 from chaos.cluster import ChaosCluster
 from chaos.dbstate import Check, load
 from chaos.device import Device
-from chaos.driver import Driver, Outcome
+from chaos.driver import Driver
 from chaos.exercised import summarise
+from chaos.outcome import Outcome
 from chaos.quiesce import wait_quiet
 from chaos.rest import Rest
 from chaos.schedule import KillRunner, KillStep, describe, plan_kills

@@ -26,8 +26,8 @@ from typing import Any
 
 from faststream.kafka import KafkaBroker
 from faststream.specification import AsyncAPI
-from muster_contracts.events import EVENTS
 from muster_contracts.published import RecordedEvent
+from muster_contracts.registry import EVENTS
 from pydantic import BaseModel, TypeAdapter
 
 from muster_runtime.messaging import topics
