@@ -12,8 +12,9 @@ from datetime import UTC, datetime, timedelta
 from uuid import UUID, uuid4
 
 from muster_contracts import events as ev
-from muster_runtime import eventstore, retrying
-from muster_runtime.db import Pool
+from muster_runtime.process import retrying
+from muster_runtime.process.db import Pool
+from muster_runtime.store import eventstore
 
 
 def _calls(*names: str) -> list[ev.ToolCallSpec]:

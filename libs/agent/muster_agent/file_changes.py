@@ -21,7 +21,7 @@ from uuid import UUID, uuid4
 
 from muster_contracts import events as ev
 from muster_contracts.tool_arguments import parsed_arguments
-from muster_runtime.unit_of_work import UnitOfWorkFactory
+from muster_runtime.uow.unit_of_work import UnitOfWorkFactory
 
 from muster_agent.file_snapshots import Snapshot, sha256, take_snapshot, unified_diff
 from muster_agent.session_store import SessionState

@@ -12,7 +12,7 @@ from uuid import UUID
 
 from muster_contracts import events as ev
 from muster_contracts.tool_arguments import with_text_arguments
-from muster_runtime.unit_of_work import RUNNING_PHASES, SessionSnapshot
+from muster_runtime.uow.unit_of_work import RUNNING_PHASES, SessionSnapshot
 
 from muster_agent.history import StoredMessage, to_chat
 

@@ -19,7 +19,7 @@ from uuid import UUID, uuid4
 
 from muster_contracts import events as ev
 from muster_contracts import wait_events as we
-from muster_runtime.unit_of_work import AbstractUnitOfWork, Row, UnitOfWorkFactory
+from muster_runtime.uow.unit_of_work import AbstractUnitOfWork, Row, UnitOfWorkFactory
 
 from muster_agent import session_store as store
 from muster_agent.session_store import Item, SessionState

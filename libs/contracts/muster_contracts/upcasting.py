@@ -9,7 +9,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from muster_contracts.events import EVENT_TYPES, DomainEvent
+from muster_contracts.events import DomainEvent
+from muster_contracts.registry import EVENT_TYPES
 from muster_contracts.tool_arguments import arguments_text, with_text_arguments
 
 Upcaster = Callable[[dict[str, Any]], dict[str, Any]]

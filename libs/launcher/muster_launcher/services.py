@@ -11,8 +11,9 @@ from collections.abc import Mapping
 from pathlib import Path
 
 import httpx
-from muster_runtime import bells, topics
-from muster_runtime.settings import SERVICE_NAMES, Settings
+from muster_runtime.messaging import topics
+from muster_runtime.messaging.local_broker import bells
+from muster_runtime.process.settings import SERVICE_NAMES, Settings
 
 from .supervisor import ChildSpec
 
@@ -56,7 +57,8 @@ def service_env(
     )
     env.setdefault("MUSTER_MODEL", "script")
     # The local broker holds a waiting fetch to its end, so its consumers are rung instead
-    # (`muster_runtime.bells`); real Kafka answers as records arrive and needs no bells.
+    # (`muster_runtime.messaging.local_broker.bells`); real Kafka answers as records arrive
+    # and needs no bells.
     bells_dir = (data_dir / "bells").resolve()
     if local_broker and bells.fits(bells_dir, topics.ALL):
         env.setdefault("MUSTER_BELLS_DIR", str(bells_dir))

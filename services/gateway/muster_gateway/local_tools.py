@@ -18,7 +18,7 @@ from typing import Any, Protocol
 from uuid import UUID
 
 from muster_contracts.tool_arguments import arguments_text, shown_arguments
-from muster_runtime.db import Pool
+from muster_runtime.process.db import Pool
 
 log = logging.getLogger("muster.gateway.local")
 

@@ -15,8 +15,8 @@ from muster_agent.agents import AgentRegistry
 from muster_agent.file_changes import ChangeRecorder
 from muster_agent.file_snapshots import sha256
 from muster_contracts import events as ev
-from muster_runtime import eventstore
-from muster_runtime.db import Pool
+from muster_runtime.process.db import Pool
+from muster_runtime.store import eventstore
 
 from tests.databases import uows
 

@@ -110,7 +110,7 @@ async def test_a_step_that_loses_a_race_reloads_the_state_and_decides_again(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     from muster_agent import loop
-    from muster_runtime.eventstore import ConcurrencyError
+    from muster_runtime.store.eventstore import ConcurrencyError
 
     world = World(tmp_path)
     sid = await world.session("hello")

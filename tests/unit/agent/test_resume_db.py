@@ -18,8 +18,8 @@ from muster_agent.loop import LoopDeps, run_until_idle
 from muster_agent.models.base import ModelReply, ModelRequest
 from muster_agent.models.scripted import ScriptedModel
 from muster_contracts import events as ev
-from muster_runtime import eventstore
-from muster_runtime.db import Pool
+from muster_runtime.process.db import Pool
+from muster_runtime.store import eventstore
 
 from tests.databases import uows
 from tests.unit.recovery.builders import assistant, record

@@ -15,7 +15,7 @@ from muster_agent.barrier import settle
 from muster_agent.loop import StepOutcome, run_until_idle
 from muster_agent.waits import READ_ONLY
 from muster_contracts import wait_events as we
-from muster_runtime.unit_of_work import Row
+from muster_runtime.uow.unit_of_work import Row
 
 from tests.unit.agent.memory_world import World
 

@@ -6,12 +6,12 @@ from uuid import UUID
 import pytest
 from muster_contracts import upcasting
 from muster_contracts.events import (
-    EVENT_TYPES,
     DomainEvent,
     MessageRecorded,
     SessionCreated,
     SessionPhaseChanged,
 )
+from muster_contracts.registry import EVENT_TYPES
 
 
 def test_current_version_loads_as_is() -> None:

@@ -23,9 +23,9 @@ from muster_contracts.events import (
 )
 from muster_gateway.bootstrap import build_app
 from muster_gateway.protocol import MAX_FRAME_BYTES
-from muster_runtime import eventstore
-from muster_runtime.db import Pool
-from muster_runtime.settings import Settings
+from muster_runtime.process.db import Pool
+from muster_runtime.process.settings import Settings
+from muster_runtime.store import eventstore
 from starlette.websockets import WebSocketDisconnect
 
 ALICE = {"Authorization": "Bearer ta"}

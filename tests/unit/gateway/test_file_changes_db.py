@@ -11,8 +11,8 @@ from uuid import UUID, uuid4
 
 from muster_contracts import events as ev
 from muster_gateway import file_changes, queries
-from muster_runtime import eventstore
-from muster_runtime.db import Connection, Pool
+from muster_runtime.process.db import Connection, Pool
+from muster_runtime.store import eventstore
 
 USER = "alice"
 T = datetime(2026, 1, 1, tzinfo=UTC)

@@ -12,8 +12,8 @@ from uuid import UUID, uuid4
 from muster_contracts import events as ev
 from muster_contracts import wait_events as we
 from muster_gateway.local_tools import LocalTools
-from muster_runtime import eventstore
-from muster_runtime.db import Pool
+from muster_runtime.process.db import Pool
+from muster_runtime.store import eventstore
 
 
 class Socket:

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 from muster_launcher import cli
 from muster_launcher.services import service_command, service_env, service_spec
-from muster_runtime.settings import Settings
+from muster_runtime.process.settings import Settings
 
 
 def test_an_invalid_variable_is_reported_by_name(

@@ -12,8 +12,8 @@ from muster_agent import session_store as store
 from muster_agent.agents import AgentRegistry
 from muster_agent.delegation import Delegator, execution_id_for
 from muster_contracts import events as ev
-from muster_runtime.db import Pool
-from muster_runtime.unit_of_work import UnitOfWorkFactory
+from muster_runtime.process.db import Pool
+from muster_runtime.uow.unit_of_work import UnitOfWorkFactory
 
 
 async def running_session(uows: UnitOfWorkFactory, user: str = "alice") -> UUID:

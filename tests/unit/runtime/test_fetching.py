@@ -10,8 +10,13 @@ from typing import Any
 import pytest
 from aiokafka import AIOKafkaConsumer
 from faststream.kafka import KafkaBroker
-from muster_runtime.fetching import AdaptiveConsumer, AdaptiveFetchBroker, FetchWait, adaptive_builder
-from muster_runtime.settings import Settings
+from muster_runtime.messaging.local_broker.fetching import (
+    AdaptiveConsumer,
+    AdaptiveFetchBroker,
+    FetchWait,
+    adaptive_builder,
+)
+from muster_runtime.process.settings import Settings
 
 from tests.unit.runtime.fakes import Clock
 
@@ -93,7 +98,7 @@ async def test_the_builder_keeps_faststreams_options() -> None:
 
 
 async def test_service_brokers_build_adaptive_consumers(monkeypatch: pytest.MonkeyPatch) -> None:
-    from muster_runtime.service import make_broker
+    from muster_runtime.messaging.service import make_broker
 
     async def connect(self: KafkaBroker) -> Any:
         self.config.broker_config.builder = partial(AIOKafkaConsumer, bootstrap_servers="127.0.0.1:1")

@@ -14,9 +14,9 @@ from uuid import UUID, uuid4
 import pytest
 from muster_contracts import events as ev
 from muster_contracts import wait_events as we
-from muster_runtime import eventstore, rebuild
-from muster_runtime.db import Pool, create_pool
-from muster_runtime.rebuild import PROJECTION_TABLES
+from muster_runtime.process.db import Pool, create_pool
+from muster_runtime.store import eventstore, rebuild
+from muster_runtime.store.rebuild import PROJECTION_TABLES
 
 from tests.databases import fresh_database_url
 

@@ -6,7 +6,7 @@ import re
 from pathlib import Path
 
 import pytest
-from muster_runtime.settings import Settings, variable_names
+from muster_runtime.process.settings import Settings, variable_names
 from pydantic import ValidationError
 
 ROOT = Path(__file__).resolve().parents[3]

@@ -10,8 +10,8 @@ from uuid import UUID, uuid4
 
 import pytest
 from muster_contracts import events as ev
-from muster_runtime.postgres_uow import PostgresUnitOfWork
-from muster_runtime.unit_of_work import SessionBusy
+from muster_runtime.uow.postgres_uow import PostgresUnitOfWork
+from muster_runtime.uow.unit_of_work import SessionBusy
 
 from tests.unit.runtime.uow_harness import Harness, message, new_session, started
 

@@ -15,10 +15,10 @@ from muster_agent import session_store as store
 from muster_contracts import events as ev
 from muster_contracts import wait_events as we
 from muster_contracts.upcasting import load_event
-from muster_runtime import eventstore, rebuild
-from muster_runtime.db import Pool, create_pool
-from muster_runtime.postgres_uow import PostgresUnitOfWork
-from muster_runtime.unit_of_work import AbstractUnitOfWork
+from muster_runtime.process.db import Pool, create_pool
+from muster_runtime.store import eventstore, rebuild
+from muster_runtime.uow.postgres_uow import PostgresUnitOfWork
+from muster_runtime.uow.unit_of_work import AbstractUnitOfWork
 
 from tests.databases import fresh_database_url
 

@@ -13,9 +13,9 @@ from muster_agent.session_store import read_state
 from muster_contracts import events as ev
 from muster_gateway import side_sessions
 from muster_gateway.protocol import CreateSideSessionData
-from muster_runtime import eventstore
-from muster_runtime.db import Pool
-from muster_runtime.postgres_uow import PostgresUnitOfWork
+from muster_runtime.process.db import Pool
+from muster_runtime.store import eventstore
+from muster_runtime.uow.postgres_uow import PostgresUnitOfWork
 
 USER = "alice"
 

@@ -11,8 +11,8 @@ from muster_contracts import events as ev
 from muster_gateway import management, queries, tree_queries
 from muster_gateway.errors import GatewayError
 from muster_recovery import tree_status
-from muster_runtime import rebuild
-from muster_runtime.db import Pool
+from muster_runtime.process.db import Pool
+from muster_runtime.store import rebuild
 
 from .side_support import USER, append, main_session, side, user
 

@@ -12,7 +12,7 @@ from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
 import openai
-from muster_runtime.settings import Settings
+from muster_runtime.process.settings import Settings
 from openai import AsyncOpenAI
 
 from muster_agent.models.base import ModelError, ModelReply, ModelRequest, ToolCall, Usage
