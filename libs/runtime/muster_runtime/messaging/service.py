@@ -61,7 +61,7 @@ def make_broker(
     settings: Settings, service: str, *, bell_relevant: bells.Relevant | None = None
 ) -> KafkaBroker:
     # Our log format; FastStream's per-message lines only at DEBUG. No dependency injection:
-    # typed handlers cost 2.5× (a typed batch) to 16× (per message) today's consuming per
+    # typed handlers cost 2.5 times (a typed batch) to 16 times (per message) today's consuming per
     # record, and a typed batch cannot park one poison record (ADR 0036). Handlers take the
     # message itself (`the_message`) and validate at the edge.
     consumer, extra = tuning.consumer(settings, bell_relevant=bell_relevant)
