@@ -17,7 +17,7 @@ from fastapi.responses import JSONResponse, Response
 from muster_runtime.messaging import dispatch
 from muster_runtime.messaging.dispatch import Dispatcher
 from muster_runtime.messaging.kafka import publisher, start_producer
-from muster_runtime.messaging.local_broker import bells
+from muster_runtime.messaging.local_broker import tuning
 from muster_runtime.messaging.outbox import OutboxRelay
 from muster_runtime.process import retrying, tracing
 from muster_runtime.process.db import Pool, create_pool
@@ -90,7 +90,7 @@ def build_app(settings: Settings, *, tokens: Mapping[str, str], kafka: bool = Tr
             if kafka:
                 producer = await start_producer(settings)
                 stack.push_async_callback(producer.stop)
-                ringer = bells.ringer(settings.bells_dir)
+                ringer = tuning.publishers_ringer(settings)
                 if ringer is not None:
                     stack.callback(ringer.close)
                 dispatcher = Dispatcher(producer, pool, ringer=ringer)
