@@ -8,7 +8,7 @@ VENV := .venv
 # Never download an interpreter: the project runs on the machine's own Python.
 export UV_PYTHON_DOWNLOADS := never
 
-.PHONY: install run test lint bench bench-waiting bench-console docs clean rebuild rebuild-check chaos fuzz engine images compose-test
+.PHONY: install run test lint bench bench-waiting bench-table bench-console docs clean rebuild rebuild-check chaos fuzz engine images compose-test
 
 .tools/bin/uv:
 	$(PYTHON) -m venv .tools
@@ -48,6 +48,10 @@ lint: install
 
 bench: install
 	$(VENV)/bin/python -m bench.fanout
+
+# The history table of bench/results/*.json (one file per measured run) into bench/results/README.md.
+bench-table: install
+	$(VENV)/bin/python -m bench.results.table --write
 
 # Idle CPU and throughput with 1,000 sessions waiting for an approval, against none.
 bench-waiting: install

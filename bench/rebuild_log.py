@@ -6,18 +6,20 @@ input dropped, crash tail discarded, resume and execution recovery."""
 from __future__ import annotations
 
 import asyncio
+import json
 import random
 from datetime import UTC, datetime, timedelta
 from uuid import UUID, uuid4
 
 from muster_contracts import events as ev
-from muster_runtime import eventstore, retrying
-from muster_runtime.db import Pool
+from muster_runtime.process import retrying
+from muster_runtime.process.db import Pool
+from muster_runtime.store import eventstore
 
 
 def _calls(*names: str) -> list[ev.ToolCallSpec]:
     return [
-        ev.ToolCallSpec(id=f"call-{n}", name=n, arguments={"path": f"{n}.txt", "mode": "w"}) for n in names
+        ev.ToolCallSpec(id=f"call-{n}", name=n, arguments=json.dumps({"path": f"{n}.txt", "mode": "w"})) for n in names
     ]
 
 

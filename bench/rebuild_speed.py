@@ -5,7 +5,7 @@
 
 Creates a throw-away database (on the server of $DATABASE_URL, else on an embedded
 PostgreSQL started for the run), appends a realistic log through `eventstore.append`
-(`bench.rebuild_log`), then times `rebuild` and `check` of `muster_runtime.rebuild` and of
+(`bench.rebuild_log`), then times `rebuild` and `check` of `muster_runtime.store.rebuild` and of
 every `--compare` module (anything with the same `rebuild(conn)` and `check(conn)`, e.g. an
 older copy on PYTHONPATH), alternating them so that noise hits all alike. Every check must
 find the tables equal. `--database` keeps a log between runs (it is never dropped).
@@ -30,8 +30,8 @@ from types import ModuleType
 from urllib.parse import urlsplit, urlunsplit
 
 import asyncpg
-from muster_runtime.db import Pool, create_pool
-from muster_runtime.migrate import upgrade
+from muster_runtime.process.db import Pool, create_pool
+from muster_runtime.store.migrate import upgrade
 
 from bench.rebuild_log import fill
 
@@ -103,7 +103,7 @@ async def database(given: str | None) -> AsyncIterator[str]:
 
 
 async def main(events: int, repeat: int, compare: list[str], given: str | None) -> None:
-    modules = [importlib.import_module(name) for name in ["muster_runtime.rebuild", *compare]]
+    modules = [importlib.import_module(name) for name in ["muster_runtime.store.rebuild", *compare]]
     async with database(given) as url:
         pool = await create_pool(url, min_size=2, max_size=8)
         try:

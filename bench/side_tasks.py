@@ -22,8 +22,8 @@ from uuid import UUID, uuid4
 from muster_contracts import events as ev
 from muster_gateway import queries, side_sessions, tree_queries
 from muster_gateway.protocol import CreateSideSessionData
-from muster_runtime import eventstore
-from muster_runtime.db import Pool, create_pool
+from muster_runtime.process.db import Pool, create_pool
+from muster_runtime.store import eventstore
 
 from bench.rebuild_speed import postgres_server, throwaway_database
 

@@ -5,13 +5,10 @@ whose reply was lost is sent again; `conflict` then means it had already counted
 from __future__ import annotations
 
 import asyncio
-from typing import TYPE_CHECKING
 
+from chaos.outcome import Outcome
 from chaos.rest import Rest
 from chaos.wsconn import Conn, Lost
-
-if TYPE_CHECKING:
-    from chaos.driver import Outcome
 
 
 async def approve_all(conn: Conn, rest: Rest, session_id: str, out: Outcome) -> None:

@@ -13,7 +13,7 @@ from typing import Any
 
 from chaos import editor
 from chaos.dbstate import Check, DbState, is_interrupted
-from chaos.driver import Outcome
+from chaos.outcome import Outcome
 
 
 def check_edit_files(check: Check, db: DbState, outcomes: list[Outcome], workspaces: Path | None) -> None:

@@ -10,7 +10,7 @@ from pathlib import Path
 
 from chaos.checks_edits import check_edit_files
 from chaos.dbstate import TERMINAL, Check, DbState, is_interrupted
-from chaos.driver import Outcome
+from chaos.outcome import Outcome
 
 
 def check_4(db: DbState, outcomes: list[Outcome], cancel_times: dict[str, datetime]) -> Check:

@@ -1,4 +1,4 @@
-"""Invariant 7 (projections equal a rebuild, through `muster_runtime.rebuild.check` when it
+"""Invariant 7 (projections equal a rebuild, through `muster_runtime.store.rebuild.check` when it
 exists) and check W: each root session's WebSocket stream was complete, in order, without
 duplicates, across gateway restarts (DESIGN §7 `subscribe` with `afterPosition`)."""
 
@@ -12,20 +12,20 @@ from typing import Any
 import asyncpg
 
 from chaos.dbstate import Check, DbState
-from chaos.driver import Outcome
+from chaos.outcome import Outcome
 from chaos.wsconn import Conn
 
 
 async def check_7(conn: asyncpg.Connection) -> Check:
     check = Check("7", "projections equal a rebuild from the events")
     try:
-        module = importlib.import_module("muster_runtime.rebuild")
+        module = importlib.import_module("muster_runtime.store.rebuild")
     except ImportError as exc:
-        check.status, check.note = "SKIP", f"muster_runtime.rebuild not importable ({exc})"
+        check.status, check.note = "SKIP", f"muster_runtime.store.rebuild not importable ({exc})"
         return check
     fn = getattr(module, "check", None)
     if fn is None:
-        check.status, check.note = "SKIP", "muster_runtime.rebuild has no check(conn)"
+        check.status, check.note = "SKIP", "muster_runtime.store.rebuild has no check(conn)"
         return check
     try:
         report: Any = fn(conn)

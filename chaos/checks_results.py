@@ -8,7 +8,7 @@ from __future__ import annotations
 import json
 
 from chaos.dbstate import Check, DbState
-from chaos.driver import Outcome
+from chaos.outcome import Outcome
 
 PURPOSE = "on purpose"
 

@@ -12,7 +12,7 @@ from typing import Any
 
 from chaos.dbstate import Check, DbState
 from chaos.device import Device
-from chaos.driver import Outcome
+from chaos.outcome import Outcome
 
 WAITING = ("WAITING_APPROVAL", "WAITING_INPUT", "WAITING_CLIENT")
 

@@ -6,13 +6,13 @@ from __future__ import annotations
 import asyncio
 import math
 import time
-from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
 import asyncpg
 
 from chaos.approver import approve_all
+from chaos.outcome import Outcome
 from chaos.rest import Rest, tool_results
 from chaos.schedule import KillRunner
 from chaos.workload import SessionPlan, followup_content
@@ -23,25 +23,6 @@ WS_GRACE_S = 10.0  # how long WS may trail REST before the frames count as missi
 
 class Unfinished(Exception):
     pass
-
-
-@dataclass
-class Outcome:
-    index: int
-    kind: str
-    user: str
-    title: str
-    expect: str
-    session_id: str | None = None
-    phase: str | None = None
-    error: str | None = None
-    acked: list[str] = field(default_factory=list)  # messageIds the gateway acknowledged
-    cancel_acked_at: datetime | None = None
-    children: list[str] = field(default_factory=list)
-    side_tasks: list[str] = field(default_factory=list)
-    approvals: int = 0  # approvals this driver answered (kind approval)
-    ws_trailing: int = 0  # times REST showed a turn's end before WS did
-    seconds: float = 0.0
 
 
 class Driver:

@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from chaos.dbstate import Check
-from chaos.driver import Outcome
+from chaos.outcome import Outcome
 from chaos.schedule import KillStep
 
 RESULTS = Path(__file__).resolve().parents[1] / "chaos-results"

@@ -6,7 +6,7 @@ import json
 from typing import Any
 
 import httpx
-from muster_runtime import retrying
+from muster_runtime.process import retrying
 
 
 class _ServerError(Exception):

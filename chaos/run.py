@@ -26,8 +26,9 @@ from chaos.checks_waits import check_waits
 from chaos.cluster import ChaosCluster
 from chaos.dbstate import Check, load
 from chaos.device import Device
-from chaos.driver import Driver, Outcome
+from chaos.driver import Driver
 from chaos.exercised import summarise
+from chaos.outcome import Outcome
 from chaos.quiesce import wait_quiet
 from chaos.rest import Rest
 from chaos.schedule import KillRunner, KillStep, describe, plan_kills
@@ -36,7 +37,7 @@ from chaos.wsconn import Conn
 
 
 async def json_codecs(conn: asyncpg.Connection) -> None:
-    """As the services' pools do (muster_runtime.db): json/jsonb as Python objects."""
+    """As the services' pools do (muster_runtime.process.db): json/jsonb as Python objects."""
     for type_name in ("json", "jsonb"):
         await conn.set_type_codec(type_name, encoder=json.dumps, decoder=json.loads, schema="pg_catalog")
 

@@ -10,10 +10,10 @@ from functools import partial
 from urllib.parse import urlsplit, urlunsplit
 
 import asyncpg
-from muster_runtime.db import Pool
-from muster_runtime.migrate import upgrade
-from muster_runtime.postgres_uow import PostgresUnitOfWork
-from muster_runtime.unit_of_work import UnitOfWorkFactory
+from muster_runtime.process.db import Pool
+from muster_runtime.store.migrate import upgrade
+from muster_runtime.uow.postgres_uow import PostgresUnitOfWork
+from muster_runtime.uow.unit_of_work import UnitOfWorkFactory
 
 
 @contextlib.asynccontextmanager

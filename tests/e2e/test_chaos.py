@@ -1,6 +1,6 @@
 """The short chaos run inside `make test` (`make chaos` is the long one): a private cluster, a
 seeded workload, seeded SIGKILLs of every service kind and the broker, then the DESIGN §6
-invariants 1-8 from the database — 7 being `muster_runtime.rebuild.check`, i.e. projections
+invariants 1-8 from the database — 7 being `muster_runtime.store.rebuild.check`, i.e. projections
 rebuilt from the events equal the live ones afterwards — the waits' check L (sessions waiting
 for approvals, a LOCAL device that drops and reconnects) and the extra checks W and R.
 

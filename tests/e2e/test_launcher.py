@@ -14,7 +14,7 @@ import pytest
 from aiokafka.admin import AIOKafkaAdminClient
 from muster_launcher.postgres import services_url
 from muster_launcher.tokens import parse_tokens_file
-from muster_runtime.topics import partitions
+from muster_runtime.messaging.topics import partitions
 
 from .conftest import Launch, Launcher
 

@@ -18,8 +18,8 @@ from uuid import UUID
 from muster_contracts import events as ev
 from muster_contracts import wait_events as we
 from muster_contracts.commands import ProcessSession, RunExecution
-from muster_runtime import topics
-from muster_runtime.unit_of_work import AbstractUnitOfWork, Row, UnitOfWorkFactory
+from muster_runtime.messaging import topics
+from muster_runtime.uow.unit_of_work import AbstractUnitOfWork, Row, UnitOfWorkFactory
 
 from muster_agent import session_store as store
 

@@ -17,8 +17,9 @@ from uuid import UUID, uuid4
 
 from muster_contracts import events as ev
 from muster_contracts.commands import ResumeSession
-from muster_runtime import topics, tracing
-from muster_runtime.unit_of_work import AbstractUnitOfWork, Row, UnitOfWorkFactory
+from muster_runtime.messaging import topics
+from muster_runtime.process import tracing
+from muster_runtime.uow.unit_of_work import AbstractUnitOfWork, Row, UnitOfWorkFactory
 
 from muster_agent import session_store as store
 from muster_agent.history import pending_tool_calls

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from muster_contracts import events as ev
-from muster_runtime.unit_of_work import UnitOfWorkFactory
+from muster_runtime.uow.unit_of_work import UnitOfWorkFactory
 
 from muster_agent import session_store as store
 from muster_agent.agents import AgentDefinition

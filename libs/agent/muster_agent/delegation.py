@@ -12,8 +12,9 @@ from uuid import NAMESPACE_URL, UUID, uuid4, uuid5
 
 from muster_contracts import events as ev
 from muster_contracts.commands import RunExecution
-from muster_runtime import eventstore, topics
-from muster_runtime.unit_of_work import AbstractUnitOfWork, Row, SessionBusy, UnitOfWorkFactory
+from muster_runtime.messaging import topics
+from muster_runtime.store import eventstore
+from muster_runtime.uow.unit_of_work import AbstractUnitOfWork, Row, SessionBusy, UnitOfWorkFactory
 
 from muster_agent import session_store as store
 from muster_agent.agents import AgentRegistry, UnknownAgentType

@@ -8,7 +8,7 @@ from typing import Any, Literal
 from uuid import UUID
 
 from muster_contracts import events as ev
-from muster_runtime.unit_of_work import AbstractUnitOfWork, Row, RunClose
+from muster_runtime.uow.unit_of_work import AbstractUnitOfWork, Row, RunClose
 
 from muster_agent.barrier import BARRIER_CHECKED, settle_locked
 from muster_agent.history import StoredMessage, turn_finished

@@ -20,7 +20,8 @@ from typing import Any, cast
 from uuid import UUID, uuid4
 
 from muster_contracts import events as ev
-from muster_runtime.unit_of_work import UnitOfWorkFactory
+from muster_contracts.tool_arguments import parsed_arguments
+from muster_runtime.uow.unit_of_work import UnitOfWorkFactory
 
 from muster_agent.file_snapshots import Snapshot, sha256, take_snapshot, unified_diff
 from muster_agent.session_store import SessionState
@@ -64,8 +65,8 @@ class ChangeRecorder:
         return await asyncio.to_thread(self._run, call, tool)
 
     def _small(self, call: Mapping[str, Any]) -> bool:
-        arguments = call.get("arguments")
-        if call["name"] not in INLINE_TOOLS or not isinstance(arguments, dict):
+        arguments = parsed_arguments(call["arguments"])
+        if call["name"] not in INLINE_TOOLS or arguments is None:
             return False
         given = sum(len(v) for k, v in arguments.items() if k != "path" and isinstance(v, str))
         if given > INLINE_BYTES or not isinstance(arguments.get("path"), str):
@@ -86,7 +87,7 @@ class ChangeRecorder:
 
     def before(self, call: Mapping[str, Any]) -> Pending | None:
         """What the file is before `call` runs; None when `call` cannot change a file."""
-        path = call["arguments"].get("path") if isinstance(call.get("arguments"), dict) else None
+        path = (parsed_arguments(call["arguments"]) or {}).get("path")
         if call["name"] not in FILE_TOOLS or not isinstance(path, str):
             return None
         try:

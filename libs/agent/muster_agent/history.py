@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from typing import Any
 from uuid import UUID
@@ -34,7 +33,9 @@ def to_chat(messages: list[StoredMessage]) -> list[dict[str, Any]]:
                     {
                         "id": call["id"],
                         "type": "function",
-                        "function": {"name": call["name"], "arguments": json.dumps(call["arguments"])},
+                        # The model's own text, byte for byte (a provider's prompt cache
+                        # needs the prefix unchanged).
+                        "function": {"name": call["name"], "arguments": call["arguments"]},
                     }
                     for call in m.tool_calls
                 ]

@@ -18,8 +18,9 @@ from uuid import UUID, uuid4
 
 import asyncpg
 from muster_contracts import events as ev
-from muster_runtime import eventstore, retrying, tracing
-from muster_runtime.unit_of_work import AbstractUnitOfWork, UnitOfWorkFactory
+from muster_runtime.process import retrying, tracing
+from muster_runtime.store import eventstore
+from muster_runtime.uow.unit_of_work import AbstractUnitOfWork, UnitOfWorkFactory
 
 from muster_agent import session_store as store
 from muster_agent.agents import AgentRegistry, UnknownAgentType

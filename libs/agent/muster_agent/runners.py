@@ -8,8 +8,8 @@ import logging
 from collections.abc import Awaitable, Callable
 from uuid import UUID
 
-from muster_runtime import leases
-from muster_runtime.db import Pool
+from muster_runtime.process.db import Pool
+from muster_runtime.uow import leases
 
 log = logging.getLogger("muster.runners")
 

@@ -11,7 +11,8 @@ from typing import Any
 from uuid import UUID
 
 from muster_contracts import events as ev
-from muster_runtime.unit_of_work import RUNNING_PHASES, SessionSnapshot
+from muster_contracts.tool_arguments import with_text_arguments
+from muster_runtime.uow.unit_of_work import RUNNING_PHASES, SessionSnapshot
 
 from muster_agent.history import StoredMessage, to_chat
 
@@ -130,7 +131,7 @@ def snapshot_state(snapshot: SessionSnapshot | None) -> SessionState | None:
             m["seq"],
             m["role"],
             m["content"],
-            m["tool_calls"],
+            with_text_arguments(m["tool_calls"]),
             m["tool_call_id"],
             m.get("usage"),
         )

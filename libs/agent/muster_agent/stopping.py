@@ -10,8 +10,8 @@ from uuid import UUID
 
 from muster_contracts import events as ev
 from muster_contracts.commands import CancelExecution
-from muster_runtime import topics
-from muster_runtime.unit_of_work import OPEN_STATUSES, UnitOfWorkFactory
+from muster_runtime.messaging import topics
+from muster_runtime.uow.unit_of_work import OPEN_STATUSES, UnitOfWorkFactory
 
 from muster_agent import session_store as store
 from muster_agent.answers import dropped_waits

@@ -12,7 +12,6 @@ lease or slot: the loop stops, and the gateway records the answer and resumes it
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
@@ -20,7 +19,7 @@ from uuid import UUID, uuid4
 
 from muster_contracts import events as ev
 from muster_contracts import wait_events as we
-from muster_runtime.unit_of_work import AbstractUnitOfWork, Row, UnitOfWorkFactory
+from muster_runtime.uow.unit_of_work import AbstractUnitOfWork, Row, UnitOfWorkFactory
 
 from muster_agent import session_store as store
 from muster_agent.session_store import Item, SessionState
@@ -124,12 +123,12 @@ async def decide(uow: AbstractUnitOfWork, row: Row, call: dict[str, Any]) -> Dec
         return Decision(Gate.REFUSED, reason=READ_ONLY.format(tool=name))
     if name in GATED_TOOLS and row["permission_level"] == "ask" and not await _approved(uow, row, call):
         request = we.ApprovalRequested(
-            approval_id=uuid4(), tool_call_id=call["id"], tool=name, arguments=_arguments(call)
+            approval_id=uuid4(), tool_call_id=call["id"], tool=name, arguments=call["arguments"]
         )
         return Decision(Gate.WAITING, (request, _phase("WAITING_APPROVAL")))
     if row["execution_mode"] == "LOCAL" and name in LOCAL_TOOL_NAMES:
         request_ = we.ToolRequested(
-            request_id=uuid4(), tool_call_id=call["id"], name=name, arguments=_arguments(call)
+            request_id=uuid4(), tool_call_id=call["id"], name=name, arguments=call["arguments"]
         )
         return Decision(Gate.WAITING, (request_, _phase("WAITING_CLIENT")), starts=True)
     return Decision(Gate.RUN, starts=True)
@@ -142,11 +141,6 @@ async def _approved(uow: AbstractUnitOfWork, row: Row, call: dict[str, Any]) -> 
 
 def _phase(phase: ev.Phase) -> ev.SessionPhaseChanged:
     return ev.SessionPhaseChanged(phase=phase)
-
-
-def _arguments(call: dict[str, Any]) -> dict[str, Any]:
-    arguments = call["arguments"]
-    return arguments if isinstance(arguments, dict) else {"_raw": json.dumps(arguments)}
 
 
 def _question(call: dict[str, Any]) -> we.QuestionAsked | str:

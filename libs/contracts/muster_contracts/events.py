@@ -7,10 +7,8 @@ fields. To change an event, add a new `schema_version` and an upcaster in `upcas
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Annotated, Any, Literal
+from typing import Any, Literal
 from uuid import UUID
-
-from pydantic import Field, TypeAdapter
 
 from muster_contracts.envelope import Message
 
@@ -41,11 +39,12 @@ class DomainEvent(Message):
 
 
 class ToolCallSpec(Message):
-    """A tool call as the model asked for it; `arguments` is the parsed JSON object."""
+    """A tool call as the model asked for it; `arguments` is the exact text the model
+    produced (`tool_arguments.py`), never re-serialised."""
 
     id: str
     name: str
-    arguments: dict[str, Any]
+    arguments: str
 
 
 class BackgroundMessage(Message):
@@ -97,10 +96,11 @@ class TokenUsage(Message):
 
 
 class MessageRecorded(DomainEvent):
-    """v2 added `source_session_id`: the child session a delivered TOOL result came from."""
+    """v2 added `source_session_id`: the child session a delivered TOOL result came from.
+    v3 keeps each tool call's `arguments` as the model's text instead of a parsed object."""
 
     type: Literal["MessageRecorded"] = "MessageRecorded"
-    schema_version: int = 2
+    schema_version: int = 3
     message_id: UUID
     seq: int
     role: Role
@@ -250,84 +250,3 @@ class CompactionRecorded(DomainEvent):
     tokens_before: int
     tokens_after: int
     at_seq: int
-
-
-# Defined in their own module, which needs the base classes above.
-from muster_contracts.session_events import (  # noqa: E402
-    SESSION_EVENTS,
-    SessionArchived,
-    SessionDeleted,
-    SessionForked,
-    SessionPromoted,
-    SessionRead,
-    SessionSettingsChanged,
-    SessionTreeStatusChanged,
-    SessionUnarchived,
-    SideSessionCreated,
-)
-from muster_contracts.wait_events import (  # noqa: E402
-    WAIT_EVENTS,
-    ApprovalRequested,
-    ApprovalResolved,
-    QuestionAsked,
-    QuestionResolved,
-    ToolRequested,
-    ToolRequestResolved,
-)
-
-AnyEvent = Annotated[
-    SessionCreated
-    | UserMessageQueued
-    | QueuedMessagesDropped
-    | MessageRecorded
-    | MessagesDiscarded
-    | SessionPhaseChanged
-    | ToolCallStarted
-    | ExecutionStarted
-    | ExecutionFinished
-    | ExecutionRecovering
-    | ExecutionDelivered
-    | SubagentSessionCreated
-    | ExecutionStatusChanged
-    | FileChanged
-    | CompactionRecorded
-    | SideSessionCreated
-    | SessionForked
-    | SessionSettingsChanged
-    | SessionArchived
-    | SessionUnarchived
-    | SessionDeleted
-    | SessionPromoted
-    | SessionRead
-    | SessionTreeStatusChanged
-    | ApprovalRequested
-    | ApprovalResolved
-    | QuestionAsked
-    | QuestionResolved
-    | ToolRequested
-    | ToolRequestResolved,
-    Field(discriminator="type"),
-]
-EVENTS: TypeAdapter[DomainEvent] = TypeAdapter(AnyEvent)
-EVENT_TYPES: dict[str, type[DomainEvent]] = {
-    cls.model_fields["type"].default: cls
-    for cls in (
-        SessionCreated,
-        UserMessageQueued,
-        QueuedMessagesDropped,
-        MessageRecorded,
-        MessagesDiscarded,
-        SessionPhaseChanged,
-        ToolCallStarted,
-        ExecutionStarted,
-        ExecutionFinished,
-        ExecutionRecovering,
-        ExecutionDelivered,
-        SubagentSessionCreated,
-        ExecutionStatusChanged,
-        FileChanged,
-        CompactionRecorded,
-        *SESSION_EVENTS,
-        *WAIT_EVENTS,
-    )
-}

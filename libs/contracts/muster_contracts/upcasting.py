@@ -9,7 +9,9 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from muster_contracts.events import EVENT_TYPES, DomainEvent
+from muster_contracts.events import DomainEvent
+from muster_contracts.registry import EVENT_TYPES
+from muster_contracts.tool_arguments import arguments_text, with_text_arguments
 
 Upcaster = Callable[[dict[str, Any]], dict[str, Any]]
 
@@ -28,10 +30,23 @@ def _session_created_v1(payload: dict[str, Any]) -> dict[str, Any]:
     }
 
 
+def _message_recorded_v2(payload: dict[str, Any]) -> dict[str, Any]:
+    # v3 keeps the model's text; before it the parsed object was stored, and its text is
+    # the one every reader showed (tool_arguments.arguments_text).
+    return {**payload, "tool_calls": with_text_arguments(payload.get("tool_calls"))}
+
+
+def _arguments_as_text(payload: dict[str, Any]) -> dict[str, Any]:
+    return {**payload, "arguments": arguments_text(payload["arguments"])}
+
+
 UPCASTERS: dict[tuple[str, int], Upcaster] = {
     # v2: a delivered TOOL result names its child session; nothing recorded before did.
     ("MessageRecorded", 1): lambda payload: {**payload, "source_session_id": None},
+    ("MessageRecorded", 2): _message_recorded_v2,
     ("SessionCreated", 1): _session_created_v1,
+    ("ApprovalRequested", 1): _arguments_as_text,
+    ("ToolRequested", 1): _arguments_as_text,
 }
 
 

@@ -5,7 +5,7 @@ on the waiting session's stream and resolved there exactly once; registered in `
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Literal
 from uuid import UUID
 
 from muster_contracts.events import DomainEvent
@@ -18,10 +18,11 @@ class ApprovalRequested(DomainEvent):
     user approves or denies it; nothing of it has run."""
 
     type: Literal["ApprovalRequested"] = "ApprovalRequested"
+    schema_version: int = 2  # v2: `arguments` is the model's text (v1: the parsed object)
     approval_id: UUID
     tool_call_id: str
     tool: str
-    arguments: dict[str, Any]
+    arguments: str
 
 
 class ApprovalResolved(DomainEvent):
@@ -58,10 +59,11 @@ class ToolRequested(DomainEvent):
     waits (phase WAITING_CLIENT, shown as RUNNING) for its `tool_result`."""
 
     type: Literal["ToolRequested"] = "ToolRequested"
+    schema_version: int = 2  # v2: `arguments` is the model's text (v1: the parsed object)
     request_id: UUID
     tool_call_id: str
     name: str
-    arguments: dict[str, Any]
+    arguments: str
 
 
 class ToolRequestResolved(DomainEvent):

@@ -1,5 +1,5 @@
 """`make docs`: every service's Kafka contract as AsyncAPI 3.0, one JSON file each, written
-by the one generator (`muster_runtime.asyncapi`) from each service's own broker.
+by the one generator (`muster_runtime.messaging.asyncapi`) from each service's own broker.
 
 Usage: `python -m muster_launcher.asyncapi [--out docs/asyncapi]`.
 """
@@ -13,7 +13,7 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from muster_runtime.asyncapi import Contract, build_document
+from muster_runtime.messaging.asyncapi import Contract, build_document
 
 DEFAULT_OUT = Path("docs") / "asyncapi"
 # Each service declares its contract next to its bootstrap; imported here, not at the top,

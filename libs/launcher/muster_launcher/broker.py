@@ -11,7 +11,7 @@ from collections.abc import Mapping
 from importlib import resources
 from pathlib import Path
 
-from muster_runtime.settings import Settings
+from muster_runtime.process.settings import Settings
 
 from .supervisor import ChildSpec
 from .topics import ensure_topics

@@ -8,7 +8,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from muster_runtime.settings import Settings
+from muster_runtime.process.settings import Settings
 from pydantic import ValidationError
 
 from .tokens import default_client_token

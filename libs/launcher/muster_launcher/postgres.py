@@ -17,7 +17,7 @@ from urllib.parse import quote
 
 import asyncpg
 import psutil
-from muster_runtime import retrying
+from muster_runtime.process import retrying
 
 from .procs import kill_all
 from .supervisor import ChildSpec, log

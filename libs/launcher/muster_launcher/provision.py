@@ -6,8 +6,8 @@ from __future__ import annotations
 import asyncio
 import sys
 
-from muster_runtime.migrate import upgrade
-from muster_runtime.settings import Settings
+from muster_runtime.process.settings import Settings
+from muster_runtime.store.migrate import upgrade
 
 from muster_launcher.topics import ensure_topics
 

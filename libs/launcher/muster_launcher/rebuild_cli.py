@@ -15,9 +15,9 @@ from pathlib import Path
 from urllib.parse import urlsplit, urlunsplit
 
 import asyncpg
-from muster_runtime import rebuild
-from muster_runtime.db import create_pool
-from muster_runtime.settings import Settings
+from muster_runtime.process.db import create_pool
+from muster_runtime.process.settings import Settings
+from muster_runtime.store import rebuild
 
 
 class CannotRun(Exception):

@@ -14,7 +14,7 @@ from collections.abc import Awaitable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from muster_runtime.settings import Settings
+from muster_runtime.process.settings import Settings
 
 from .procs import free_port, port_in_use
 from .services import SERVICES, service_env, service_spec
@@ -41,7 +41,7 @@ def data_dir_lock(data_dir: Path) -> Iterator[None]:
 
 async def migrate(database_url: str) -> None:
     # Imported here: Alembic and SQLAlchemy are heavy and `muster chat` never needs them.
-    from muster_runtime.migrate import upgrade
+    from muster_runtime.store.migrate import upgrade
 
     # Alembic's env runs its own event loop, which cannot nest in ours: use a thread.
     await asyncio.to_thread(upgrade, database_url)

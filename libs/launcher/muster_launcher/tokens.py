@@ -2,7 +2,7 @@
 
 Two formats carry the same mapping: `MUSTER_TOKENS` is `token=user,token=user` and a tokens
 file holds one `token=user` per line (blank lines and `#` comments allowed); both are parsed
-by `muster_runtime.tokens`, as in the gateway. This module keeps the launcher's dev tokens.
+by `muster_runtime.process.tokens`, as in the gateway. This module keeps the launcher's dev tokens.
 """
 
 from __future__ import annotations
@@ -12,8 +12,8 @@ import secrets
 from collections.abc import Mapping
 from pathlib import Path
 
-from muster_runtime.settings import Settings
-from muster_runtime.tokens import load_tokens, parse_tokens, parse_tokens_file
+from muster_runtime.process.settings import Settings
+from muster_runtime.process.tokens import load_tokens, parse_tokens, parse_tokens_file
 
 __all__ = ["load_tokens", "parse_tokens", "parse_tokens_file"]
 

@@ -11,9 +11,9 @@ import sys
 
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 from aiokafka.errors import KafkaError, TopicAlreadyExistsError, for_code
-from muster_runtime import retrying
-from muster_runtime.settings import Settings
-from muster_runtime.topics import partitions
+from muster_runtime.messaging.topics import partitions
+from muster_runtime.process import retrying
+from muster_runtime.process.settings import Settings
 
 
 async def _admin(bootstrap: str, within: float) -> AIOKafkaAdminClient:
@@ -37,7 +37,7 @@ async def _admin(bootstrap: str, within: float) -> AIOKafkaAdminClient:
 
 
 async def ensure_topics(bootstrap: str, settings: Settings, within: float = 30.0) -> list[str]:
-    """Create every topic of `muster_runtime.topics.partitions()`; return those created."""
+    """Create every topic of `muster_runtime.messaging.topics.partitions()`; return those created."""
     wanted = partitions(settings.partitions)
     # A real cluster may require more replicas; the local broker has exactly one.
     replication = settings.kafka_replication_factor

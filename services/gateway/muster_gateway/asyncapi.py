@@ -8,12 +8,12 @@ from typing import Any
 
 from muster_contracts.commands import CancelSession, CompactSession, ProcessSession
 from muster_contracts.published import RecordedEvent
-from muster_runtime import topics
-from muster_runtime.asyncapi import Contract, Flow, build_document, events_flow
-from muster_runtime.settings import Settings
+from muster_runtime.messaging import topics
+from muster_runtime.messaging.asyncapi import Contract, Flow, build_document, events_flow
+from muster_runtime.process.settings import Settings
 
-from muster_gateway.bootstrap import LIVE_EVENTS, build_broker
 from muster_gateway.fanout import EventRow, Hub
+from muster_gateway.live_events import LIVE_EVENTS, build_broker
 
 
 async def _no_reads(session_id: str, after_version: int, limit: int) -> list[EventRow]:

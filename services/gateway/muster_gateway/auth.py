@@ -1,6 +1,6 @@
 """Bearer tokens → users.
 
-The formats are parsed by `muster_runtime.tokens`, shared with the launcher.
+The formats are parsed by `muster_runtime.process.tokens`, shared with the launcher.
 """
 
 from __future__ import annotations

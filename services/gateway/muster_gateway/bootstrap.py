@@ -14,83 +14,25 @@ from typing import Any
 
 from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse, Response
-from faststream import AckPolicy
-from faststream.kafka import KafkaBroker
-from faststream.kafka.annotations import KafkaMessage
-from muster_runtime import bells, dispatch, retrying, topics, tracing
-from muster_runtime.consuming import BATCH_OPTIONS, records_of
-from muster_runtime.db import Pool, create_pool
-from muster_runtime.dispatch import Dispatcher
-from muster_runtime.kafka import consumer_options, publisher, start_producer
-from muster_runtime.outbox import OutboxRelay
-from muster_runtime.service import make_broker, the_message
-from muster_runtime.settings import Settings
+from muster_runtime.messaging import dispatch
+from muster_runtime.messaging.dispatch import Dispatcher
+from muster_runtime.messaging.kafka import publisher, start_producer
+from muster_runtime.messaging.local_broker import tuning
+from muster_runtime.messaging.outbox import OutboxRelay
+from muster_runtime.process import retrying, tracing
+from muster_runtime.process.db import Pool, create_pool
+from muster_runtime.process.settings import Settings
 
 from muster_gateway import console, rest, rest_events, rest_sessions, rest_waits, streams, ws
+from muster_gateway.asyncapi import asyncapi_schema
 from muster_gateway.auth import Authenticator
 from muster_gateway.context import Gateway
 from muster_gateway.fanout import Hub
+from muster_gateway.live_events import build_broker
 from muster_gateway.local_tools import LocalTools
 from muster_gateway.metrics import Metrics
 
 log = logging.getLogger("muster.gateway")
-LIVE_EVENTS = "gateway-live-events"  # the subscriber's AsyncAPI title
-TOOL_REQUESTED = b'"ToolRequested"'
-
-
-def acts_on(hub: Hub, local: LocalTools | None) -> Callable[[bytes], bool]:
-    """Which `muster.events` keys the live consumer acts on: a watched stream's, and any
-    while a LOCAL client is attached. A ring naming none of them does not wake it: those
-    records wait for its next fetch (ADR 0026)."""
-
-    def relevant(key: bytes) -> bool:
-        return hub.is_watched(key.decode(errors="replace")) or (local is not None and local.connected() > 0)
-
-    return relevant
-
-
-def build_broker(settings: Settings, hub: Hub, local: LocalTools | None = None) -> KafkaBroker:
-    """The live-event consumer. Its own group per instance: every gateway must see every
-    event, since any of them may hold a subscriber of any session."""
-    # Our log format (per-message lines only at DEBUG), adaptive fetch wait, patient start;
-    # woken only by rings for records it acts on.
-    broker = make_broker(settings, "gateway", bell_relevant=acts_on(hub, local))
-
-    # `**consumer_options` makes mypy fall back to an untyped overload of `subscriber`.
-    @broker.subscriber(  # type: ignore[untyped-decorator]
-        topics.EVENTS,
-        group_id=f"gateway-{settings.instance_id}",
-        ack_policy=AckPolicy.ACK,
-        decoder=the_message,
-        title=LIVE_EVENTS,
-        description="Live events for WebSocket subscribers: a record (keyed by its stream id) "
-        "that directly follows a subscriber's cursor is handed out as it is; otherwise it names "
-        "a stream that moved, and the gateway reads the new events from the event store.",
-        **BATCH_OPTIONS,
-        **consumer_options(settings),
-    )
-    async def on_events(msg: KafkaMessage) -> None:
-        # The record key is the stream id: only records of watched streams are parsed. A
-        # keyless record cannot name a stream; skipping it loses nothing (the store is read
-        # on the next ring or poll), nor does one that carries no event (the store is read).
-        records = records_of(msg.raw_message)
-        for record in records:
-            stream_id = record.key.decode(errors="replace") if record.key else None
-            if stream_id is None or not hub.is_watched(stream_id):
-                continue
-            row = streams.published_row(record.value)
-            if row is None:
-                hub.ring(stream_id)
-            else:
-                hub.offer(stream_id, row)
-        # A LOCAL client's tool request: a byte search, so other records cost no parsing.
-        for record in records:
-            if local is not None and record.key and record.value and TOOL_REQUESTED in record.value:
-                local.requested(record.key.decode(errors="replace"))
-
-    return broker
-
-
 async def _supervise(name: str, run: Callable[[], Awaitable[Any]]) -> None:
     """Keep a background loop alive across transient failures (database restarts…); a run
     that returns is started again at once, with the backoff starting over."""
@@ -148,7 +90,7 @@ def build_app(settings: Settings, *, tokens: Mapping[str, str], kafka: bool = Tr
             if kafka:
                 producer = await start_producer(settings)
                 stack.push_async_callback(producer.stop)
-                ringer = bells.ringer(settings.bells_dir)
+                ringer = tuning.publishers_ringer(settings)
                 if ringer is not None:
                     stack.callback(ringer.close)
                 dispatcher = Dispatcher(producer, pool, ringer=ringer)
@@ -190,8 +132,6 @@ def build_app(settings: Settings, *, tokens: Mapping[str, str], kafka: bool = Tr
 
     @app.get("/asyncapi.json", include_in_schema=False)
     async def asyncapi(request: Request) -> JSONResponse:
-        from muster_gateway.asyncapi import asyncapi_schema
-
         return JSONResponse(asyncapi_schema())
 
     return app

@@ -25,10 +25,12 @@ from muster_contracts.events import (
     SessionPhaseChanged,
     UserMessageQueued,
 )
-from muster_runtime import eventstore, lineage, retrying, topics
-from muster_runtime.db import Connection, Pool
-from muster_runtime.postgres_uow import PostgresUnitOfWork
-from muster_runtime.unit_of_work import WAITING_PHASES as WAITING
+from muster_runtime.messaging import topics
+from muster_runtime.process import retrying
+from muster_runtime.process.db import Connection, Pool
+from muster_runtime.store import eventstore, lineage
+from muster_runtime.uow.postgres_uow import PostgresUnitOfWork
+from muster_runtime.uow.unit_of_work import WAITING_PHASES as WAITING
 
 from muster_gateway.errors import GatewayError
 from muster_gateway.protocol import CreateSessionData, SendMessageData

@@ -5,8 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import cast
 
-from muster_runtime.db import Pool
-from muster_runtime.settings import Settings
+from muster_runtime.process.db import Pool
+from muster_runtime.process.settings import Settings
 from starlette.applications import Starlette
 
 from muster_gateway.auth import Authenticator

@@ -9,9 +9,9 @@ from __future__ import annotations
 import logging
 
 import uvicorn
-from muster_runtime import collector, logs
-from muster_runtime.settings import Settings
-from muster_runtime.tokens import TokenError, load_tokens
+from muster_runtime.process import collector, logs
+from muster_runtime.process.settings import Settings
+from muster_runtime.process.tokens import TokenError, load_tokens
 
 from muster_gateway.bootstrap import build_app
 from muster_gateway.protocol import TRANSPORT_MAX_BYTES

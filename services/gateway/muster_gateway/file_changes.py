@@ -16,7 +16,7 @@ from collections.abc import Iterable, Sequence
 from typing import Any
 from uuid import UUID
 
-from muster_runtime.db import Connection
+from muster_runtime.process.db import Connection
 
 from muster_gateway.file_change_merge import Change, Merged, merge
 

@@ -6,13 +6,13 @@ Event types the gateway does not know (added by a newer service) are skipped, no
 
 from __future__ import annotations
 
-import json
 import logging
 from collections.abc import Iterable, Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
 from muster_contracts import events as ev
+from muster_contracts.tool_arguments import arguments_text
 from muster_contracts.upcasting import UnknownEventType, load_event
 from pydantic import ValidationError
 
@@ -38,12 +38,13 @@ def client_status(status: str) -> str:
 
 
 def openai_tool_calls(calls: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:
-    """Stored `{id, name, arguments: {...}}` → OpenAI's form with arguments as a JSON string."""
+    """Stored `{id, name, arguments}` → OpenAI's form, `arguments` the model's own text (an
+    object stored before MessageRecorded v3 shows as the text readers showed then)."""
     return [
         {
             "id": call["id"],
             "type": "function",
-            "function": {"name": call["name"], "arguments": json.dumps(call["arguments"])},
+            "function": {"name": call["name"], "arguments": arguments_text(call["arguments"])},
         }
         for call in calls
     ]

@@ -17,7 +17,8 @@ from collections.abc import Iterable
 from typing import Any, Protocol
 from uuid import UUID
 
-from muster_runtime.db import Pool
+from muster_contracts.tool_arguments import arguments_text, shown_arguments
+from muster_runtime.process.db import Pool
 
 log = logging.getLogger("muster.gateway.local")
 
@@ -114,6 +115,7 @@ def _request_frame(row: Any) -> dict[str, Any]:
             "requestId": str(row["wait_id"]),
             "toolCallId": row["tool_call_id"],
             "name": detail["name"],
-            "arguments": detail["arguments"],
+            # Parsed from the text on every send, so a re-sent request matches the first.
+            "arguments": shown_arguments(arguments_text(detail["arguments"])),
         },
     }

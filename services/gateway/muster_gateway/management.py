@@ -18,9 +18,9 @@ from muster_contracts.session_events import (
     SessionSettingsChanged,
     SessionUnarchived,
 )
-from muster_runtime import topics
-from muster_runtime.db import Connection, Pool
-from muster_runtime.postgres_uow import PostgresUnitOfWork
+from muster_runtime.messaging import topics
+from muster_runtime.process.db import Connection, Pool
+from muster_runtime.uow.postgres_uow import PostgresUnitOfWork
 
 from muster_gateway.commands import CANCELLABLE_PHASES, _retrying
 from muster_gateway.errors import GatewayError

@@ -4,7 +4,7 @@ recovery figures read from the projections at each scrape (recovery_metrics.py).
 
 from __future__ import annotations
 
-from muster_runtime.db import Pool
+from muster_runtime.process.db import Pool
 from prometheus_client import (
     CONTENT_TYPE_LATEST,
     CollectorRegistry,

@@ -10,7 +10,7 @@ from collections.abc import Sequence
 from typing import Any, Protocol, TypeVar
 from uuid import UUID
 
-from muster_runtime.db import Connection, Pool
+from muster_runtime.process.db import Connection, Pool
 
 from muster_gateway.errors import GatewayError, not_found
 from muster_gateway.file_change_merge import Change

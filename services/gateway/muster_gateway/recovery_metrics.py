@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from typing import get_args
 
 from muster_contracts.events import ExecutionStatus
-from muster_runtime.db import Pool
+from muster_runtime.process.db import Pool
 from prometheus_client.metrics_core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 

@@ -11,7 +11,7 @@ from fastapi import APIRouter, Query, Response
 from muster_agent.agents import AgentRegistry, UnknownAgentType
 from muster_agent.context import model_messages
 from muster_agent.session_store import read_state
-from muster_runtime.postgres_uow import PostgresUnitOfWork
+from muster_runtime.uow.postgres_uow import PostgresUnitOfWork
 
 from muster_gateway import management, schemas, tree_queries
 from muster_gateway import tree_schemas as ts

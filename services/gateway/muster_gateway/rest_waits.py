@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any, Literal
 
 from fastapi import APIRouter
+from muster_contracts.tool_arguments import arguments_text, shown_arguments
 from pydantic import BaseModel
 
 from muster_gateway.frames import iso
@@ -80,7 +81,7 @@ async def approvals(
             **_common(r),
             "approvalId": str(r["wait_id"]),
             "tool": r["detail"]["tool"],
-            "arguments": r["detail"]["arguments"],
+            "arguments": shown_arguments(arguments_text(r["detail"]["arguments"])),
             "reason": r["reason"],
         }
         for r in rows

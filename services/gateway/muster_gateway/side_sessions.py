@@ -20,10 +20,11 @@ from muster_contracts.events import (
     UserMessageQueued,
 )
 from muster_contracts.session_events import SessionForked, SideSessionCreated
-from muster_runtime import lineage, topics
-from muster_runtime.db import Connection, Pool
-from muster_runtime.fork_ids import copied_id
-from muster_runtime.postgres_uow import PostgresUnitOfWork
+from muster_runtime.messaging import topics
+from muster_runtime.process.db import Connection, Pool
+from muster_runtime.store import lineage
+from muster_runtime.store.fork_ids import copied_id
+from muster_runtime.uow.postgres_uow import PostgresUnitOfWork
 
 from muster_gateway.commands import _retrying
 from muster_gateway.errors import GatewayError

@@ -7,7 +7,7 @@ from datetime import datetime
 from typing import Any
 
 import orjson
-from muster_runtime.db import Pool
+from muster_runtime.process.db import Pool
 
 from muster_gateway.fanout import Cursor, EventRow, Fetch
 from muster_gateway.queries import owned

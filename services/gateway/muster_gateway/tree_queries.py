@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from muster_runtime.db import Pool
+from muster_runtime.process.db import Pool
 
 from muster_gateway.frames import client_phase, iso
 from muster_gateway.queries import owned

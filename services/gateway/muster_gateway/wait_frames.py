@@ -7,6 +7,7 @@ from typing import Any
 
 from muster_contracts import events as ev
 from muster_contracts import wait_events as we
+from muster_contracts.tool_arguments import shown_arguments
 
 
 def render(event: ev.DomainEvent) -> tuple[str, dict[str, Any]] | None:
@@ -16,7 +17,7 @@ def render(event: ev.DomainEvent) -> tuple[str, dict[str, Any]] | None:
                 "approvalId": str(event.approval_id),
                 "toolCallId": event.tool_call_id,
                 "tool": event.tool,
-                "arguments": event.arguments,
+                "arguments": shown_arguments(event.arguments),
             }
         case we.ApprovalResolved():
             resolved: dict[str, Any] = {"approvalId": str(event.approval_id), "decision": event.decision}

@@ -18,7 +18,8 @@ from typing import Any
 from uuid import uuid4
 
 from fastapi import APIRouter, WebSocket
-from muster_runtime import lineage, tracing
+from muster_runtime.process import tracing
+from muster_runtime.store import lineage
 from starlette.websockets import WebSocketDisconnect
 
 from muster_gateway import commands, origin, queries, side_sessions, streams, ws_waits

@@ -10,8 +10,8 @@ from typing import Any, Protocol
 from uuid import UUID
 
 from muster_agent import answers
-from muster_runtime.postgres_uow import PostgresUnitOfWork
-from muster_runtime.unit_of_work import UnitOfWorkFactory
+from muster_runtime.uow.postgres_uow import PostgresUnitOfWork
+from muster_runtime.uow.unit_of_work import UnitOfWorkFactory
 
 from muster_gateway.context import Gateway
 from muster_gateway.errors import GatewayError

@@ -15,10 +15,11 @@ from muster_agent.loop import LoopDeps
 from muster_agent.models import build_model
 from muster_agent.runners import Runners
 from muster_contracts.commands import SESSION_COMMANDS, AnySessionCommand, CancelSession, CompactSession
-from muster_runtime import topics, tracing
-from muster_runtime.edge import Edge
-from muster_runtime.service import make_broker, resources, subscribe_batch
-from muster_runtime.settings import Settings
+from muster_runtime.messaging import topics
+from muster_runtime.messaging.edge import Edge
+from muster_runtime.messaging.service import make_broker, resources, subscribe_batch
+from muster_runtime.process import tracing
+from muster_runtime.process.settings import Settings
 
 from muster_harness import handlers
 from muster_harness.handlers import HarnessDeps

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from muster_runtime import eventloop
-from muster_runtime.logs import configure
-from muster_runtime.settings import Settings
+from muster_runtime.process import eventloop
+from muster_runtime.process.logs import configure
+from muster_runtime.process.settings import Settings
 
 from muster_harness.bootstrap import build
 

@@ -16,7 +16,7 @@ from muster_agent.runners import Runners
 from muster_agent.session_state import snapshot_state
 from muster_agent.session_store import SessionState
 from muster_contracts.commands import CancelSession, CompactSession, ProcessSession, ResumeSession
-from muster_runtime.unit_of_work import AbstractUnitOfWork, SessionClaim
+from muster_runtime.uow.unit_of_work import AbstractUnitOfWork, SessionClaim
 
 log = logging.getLogger("muster.harness")
 

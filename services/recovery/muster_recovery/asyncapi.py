@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from faststream.kafka import KafkaBroker
 from muster_contracts.commands import CancelExecution, ProcessSession, ResumeSession, RunExecution
-from muster_runtime import topics
-from muster_runtime.asyncapi import Contract, Flow, dead_letters_flow, events_flow
-from muster_runtime.settings import Settings
+from muster_runtime.messaging import topics
+from muster_runtime.messaging.asyncapi import Contract, Flow, dead_letters_flow, events_flow
+from muster_runtime.process.settings import Settings
 
 from muster_recovery.bootstrap import build
 

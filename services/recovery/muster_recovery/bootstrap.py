@@ -14,12 +14,13 @@ from uuid import UUID
 from faststream import FastStream
 from faststream.kafka import KafkaBroker
 from muster_contracts.published import RecordedEvent
-from muster_runtime import topics, tracing
-from muster_runtime.consuming import peek_event
-from muster_runtime.db import Pool
-from muster_runtime.edge import Edge
-from muster_runtime.service import Resources, make_broker, resources, subscribe_batch
-from muster_runtime.settings import Settings
+from muster_runtime.messaging import topics
+from muster_runtime.messaging.consuming import peek_event
+from muster_runtime.messaging.edge import Edge
+from muster_runtime.messaging.service import Resources, make_broker, resources, subscribe_batch
+from muster_runtime.process import tracing
+from muster_runtime.process.db import Pool
+from muster_runtime.process.settings import Settings
 from pydantic import TypeAdapter
 
 from muster_recovery import handlers, tree_status

@@ -8,7 +8,7 @@ from uuid import UUID
 
 from muster_agent.barrier import settle
 from muster_agent.stopping import stop_execution
-from muster_runtime.unit_of_work import UnitOfWorkFactory
+from muster_runtime.uow.unit_of_work import UnitOfWorkFactory
 
 log = logging.getLogger("muster.recovery")
 

@@ -11,7 +11,7 @@ from uuid import UUID
 
 from muster_agent.barrier import barrier_checked, has_undelivered, settle
 from muster_contracts.published import RecordedEvent
-from muster_runtime.unit_of_work import OPEN_STATUSES, UnitOfWorkFactory
+from muster_runtime.uow.unit_of_work import OPEN_STATUSES, UnitOfWorkFactory
 
 from muster_recovery.cascade import cancel_children
 

@@ -13,9 +13,9 @@ from functools import partial
 from muster_agent.barrier import settle
 from muster_agent.stopping import DEADLINE_PASSED, stop_execution
 from muster_contracts.commands import ProcessSession
-from muster_runtime import topics
-from muster_runtime.db import Pool
-from muster_runtime.postgres_uow import PostgresUnitOfWork
+from muster_runtime.messaging import topics
+from muster_runtime.process.db import Pool
+from muster_runtime.uow.postgres_uow import PostgresUnitOfWork
 
 from muster_recovery.cascade import cancel_children
 from muster_recovery.takeover import take_over_execution, take_over_session

@@ -12,8 +12,8 @@ from muster_agent import session_store as store
 from muster_agent.executions import announce
 from muster_contracts import events as ev
 from muster_contracts.commands import ProcessSession, RunExecution
-from muster_runtime import topics
-from muster_runtime.unit_of_work import OPEN_STATUSES, UnitOfWorkFactory
+from muster_runtime.messaging import topics
+from muster_runtime.uow.unit_of_work import OPEN_STATUSES, UnitOfWorkFactory
 
 log = logging.getLogger("muster.recovery")
 

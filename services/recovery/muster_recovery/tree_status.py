@@ -19,10 +19,11 @@ from uuid import UUID
 import asyncpg
 from muster_contracts.published import RecordedEvent
 from muster_contracts.session_events import SessionTreeStatusChanged
-from muster_runtime import eventstore, retrying
-from muster_runtime.db import Pool
-from muster_runtime.postgres_uow import PostgresUnitOfWork
-from muster_runtime.unit_of_work import Row
+from muster_runtime.process import retrying
+from muster_runtime.process.db import Pool
+from muster_runtime.store import eventstore
+from muster_runtime.uow.postgres_uow import PostgresUnitOfWork
+from muster_runtime.uow.unit_of_work import Row
 
 log = logging.getLogger("muster.recovery.tree")
 

@@ -15,10 +15,11 @@ from muster_agent.loop import LoopDeps
 from muster_agent.models import build_model
 from muster_agent.runners import Runners
 from muster_contracts.commands import DELEGATION_COMMANDS, CancelExecution, RunExecution
-from muster_runtime import topics, tracing
-from muster_runtime.edge import Edge
-from muster_runtime.service import make_broker, resources, subscribe_batch
-from muster_runtime.settings import Settings
+from muster_runtime.messaging import topics
+from muster_runtime.messaging.edge import Edge
+from muster_runtime.messaging.service import make_broker, resources, subscribe_batch
+from muster_runtime.process import tracing
+from muster_runtime.process.settings import Settings
 
 from muster_subagent_worker import handlers
 from muster_subagent_worker.handlers import WorkerDeps

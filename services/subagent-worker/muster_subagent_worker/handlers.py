@@ -17,7 +17,7 @@ from muster_agent.session_state import snapshot_state
 from muster_agent.stopping import DEADLINE_PASSED, stop_execution
 from muster_contracts import events as ev
 from muster_contracts.commands import CancelExecution, RunExecution
-from muster_runtime.unit_of_work import AbstractUnitOfWork
+from muster_runtime.uow.unit_of_work import AbstractUnitOfWork
 
 log = logging.getLogger("muster.worker")
 

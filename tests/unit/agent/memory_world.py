@@ -16,8 +16,8 @@ from muster_agent.loop import LoopDeps, run_until_idle
 from muster_agent.models.scripted import ScriptedModel
 from muster_agent.session_store import SessionState
 from muster_contracts import events as ev
-from muster_runtime.memory_uow import MemoryStore
-from muster_runtime.unit_of_work import Row
+from muster_runtime.uow.memory_uow import MemoryStore
+from muster_runtime.uow.unit_of_work import Row
 
 
 @dataclass

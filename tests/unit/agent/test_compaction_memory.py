@@ -138,7 +138,7 @@ async def test_a_crash_tail_after_the_boundary_is_discarded_and_the_turn_goes_on
     user = ev.MessageRecorded(message_id=uuid4(), seq=state.message_count + 1, role="USER", content="#script " + json.dumps(
         {"steps": [{"tool_calls": [{"name": "write_file", "arguments": {"path": "cut.txt", "content": "c"}}]},
                    {"content": "finished after the crash"}]}))
-    call = ev.ToolCallSpec(id="cut", name="write_file", arguments={"path": "cut.txt", "content": "c"})
+    call = ev.ToolCallSpec(id="cut", name="write_file", arguments=json.dumps({"path": "cut.txt", "content": "c"}))
     cut = ev.MessageRecorded(message_id=uuid4(), seq=user.seq + 1, role="ASSISTANT", content="", tool_calls=[call])
     await world.append(sid, user, ev.SessionPhaseChanged(phase="RESUMING"), cut,
                        ev.ToolCallStarted(message_id=cut.message_id, tool_call_id="cut", name="write_file"))

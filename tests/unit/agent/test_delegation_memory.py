@@ -125,7 +125,7 @@ async def test_a_followup_to_a_child_still_running_is_refused(tmp_path: Path) ->
     }
 
     def follow_up_round(seq: int) -> ev.MessageRecorded:
-        spec = ev.ToolCallSpec(id="again", name="delegate_followup", arguments=call["arguments"])  # type: ignore[arg-type]
+        spec = ev.ToolCallSpec(id="again", name="delegate_followup", arguments=json.dumps(call["arguments"]))
         return ev.MessageRecorded(
             message_id=uuid4(), seq=seq, role="ASSISTANT", content="", tool_calls=[spec]
         )

@@ -28,7 +28,7 @@ def recorder(tmp_path: Path) -> ChangeRecorder:
 
 
 async def run(rec: ChangeRecorder, name: str, **arguments: object) -> object:
-    call = {"id": f"call_{name}", "name": name, "arguments": arguments}
+    call = {"id": f"call_{name}", "name": name, "arguments": json.dumps(arguments)}
     _, change = await rec.run(call, local_tool_call(rec.workspace, name, arguments))
     return change
 
@@ -116,7 +116,7 @@ async def test_a_megabyte_file_keeps_the_event_small(tmp_path: Path) -> None:
     assert change is not None and (change.lines_added, change.lines_deleted) == (1, 1)
     assert len(json.dumps(change.payload())) < 1024
     assert change.diff_sha256 is not None and len(rec.blobs[change.diff_sha256]) < 1500
-    assert isinstance(rec.before({"id": "c", "name": "write_file", "arguments": {"path": "big.txt"}}), Pending)
+    assert isinstance(rec.before({"id": "c", "name": "write_file", "arguments": '{"path": "big.txt"}'}), Pending)
 
 
 async def test_a_small_file_call_runs_on_the_loop_a_large_one_in_a_worker_thread(tmp_path: Path) -> None:
@@ -136,5 +136,5 @@ async def test_a_small_file_call_runs_on_the_loop_a_large_one_in_a_worker_thread
         ("edit_file", {"path": "big.txt", "old_string": "y", "new_string": "z"}),
         ("list_files", {"path": "."}),  # a listing may be long
     ):
-        await rec.run({"id": "c", "name": name, "arguments": arguments}, tool)
+        await rec.run({"id": "c", "name": name, "arguments": json.dumps(arguments)}, tool)
     assert on_loop == [True, True, False, False, False, False]

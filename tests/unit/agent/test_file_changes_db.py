@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
@@ -14,8 +15,8 @@ from muster_agent.agents import AgentRegistry
 from muster_agent.file_changes import ChangeRecorder
 from muster_agent.file_snapshots import sha256
 from muster_contracts import events as ev
-from muster_runtime import eventstore
-from muster_runtime.db import Pool
+from muster_runtime.process.db import Pool
+from muster_runtime.store import eventstore
 
 from tests.databases import uows
 
@@ -36,6 +37,7 @@ async def run_round(pool: Pool, sid: UUID, tmp_path: Path, calls: list[dict[str,
     assert state is not None
     deps = SimpleNamespace(uows=uows(pool), workspaces=tmp_path, agents=AgentRegistry.load(), delegation=None)
     message_id = uuid4()
+    calls = [{**c, "arguments": json.dumps(c["arguments"])} for c in calls]  # the model's text
     specs = [ev.ToolCallSpec(**c) for c in calls]
 
     def answer(seq: int) -> ev.MessageRecorded:

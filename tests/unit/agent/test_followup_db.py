@@ -11,7 +11,7 @@ from muster_agent.agents import AgentRegistry
 from muster_agent.delegation import Delegator
 from muster_agent.stopping import stop_execution
 from muster_contracts import events as ev
-from muster_runtime.db import Pool
+from muster_runtime.process.db import Pool
 
 from tests.databases import uows
 from tests.unit.recovery.builders import assistant, delegating_parent, execution, record

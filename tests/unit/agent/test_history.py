@@ -1,6 +1,5 @@
 from __future__ import annotations
 
-import json
 from typing import Any
 from uuid import uuid4
 
@@ -13,8 +12,8 @@ def msg(seq: int, role: str, content: str = "", calls: list[dict[str, Any]] | No
 
 
 CALLS = [
-    {"id": "c1", "name": "write_file", "arguments": {"path": "a", "content": "x"}},
-    {"id": "c2", "name": "delegate", "arguments": {"agent_type": "coder", "task": "t"}},
+    {"id": "c1", "name": "write_file", "arguments": '{ "path":"a", "content" : "x"}'},
+    {"id": "c2", "name": "delegate", "arguments": '{"agent_type": "coder", "task": "t"}'},
 ]
 
 
@@ -23,7 +22,7 @@ def test_to_chat_uses_openai_tool_call_form() -> None:
     assert chat[0] == {"role": "user", "content": "hi"}
     assert chat[1]["tool_calls"][0] == {
         "id": "c1", "type": "function",
-        "function": {"name": "write_file", "arguments": json.dumps({"path": "a", "content": "x"})},
+        "function": {"name": "write_file", "arguments": '{ "path":"a", "content" : "x"}'},  # verbatim
     }
     assert chat[2] == {"role": "tool", "tool_call_id": "c1", "content": "{}"}
 

@@ -7,7 +7,7 @@ from pathlib import Path
 from uuid import uuid4
 
 from muster_contracts import events as ev
-from muster_runtime import lineage
+from muster_runtime.store import lineage
 
 from tests.unit.agent.memory_world import World
 

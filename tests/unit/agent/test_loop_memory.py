@@ -89,7 +89,7 @@ async def test_a_crash_tail_is_discarded_and_its_tool_is_not_run_again(tmp_path:
     """The runner died after recording a tool's start but not its result."""
     world = World(tmp_path)
     sid = await world.session(script({"tool_calls": [write("x.txt", "X")]}, {"content": "after"}))
-    cut = ev.ToolCallSpec(id="cut", name="write_file", arguments={"path": "x.txt", "content": "X"})
+    cut = ev.ToolCallSpec(id="cut", name="write_file", arguments=json.dumps({"path": "x.txt", "content": "X"}))
     answer = ev.MessageRecorded(message_id=uuid4(), seq=2, role="ASSISTANT", content="", tool_calls=[cut])
     await world.append(
         sid,
@@ -110,7 +110,7 @@ async def test_a_step_that_loses_a_race_reloads_the_state_and_decides_again(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     from muster_agent import loop
-    from muster_runtime.eventstore import ConcurrencyError
+    from muster_runtime.store.eventstore import ConcurrencyError
 
     world = World(tmp_path)
     sid = await world.session("hello")

@@ -10,8 +10,9 @@ from typing import Any
 import httpx
 import pytest
 from muster_agent.models import ModelError, ModelRequest, build_model
-from muster_agent.models.openai_provider import OpenAIModel, parse_arguments
+from muster_agent.models.openai_provider import OpenAIModel
 from muster_agent.tools import tool_schemas
+from muster_contracts.tool_arguments import parsed_arguments
 
 KEY = "sk-test-SECRET-0123456789abcdef"
 BASE = "http://llm.test/v1"
@@ -82,8 +83,8 @@ async def test_sends_messages_tools_model_and_key_and_converts_the_reply() -> No
     assert [(c.id, c.name) for c in reply.tool_calls] == [
         ("call_1", "read_file"), ("call_2", "write_file")
     ]
-    assert reply.tool_calls[0].arguments == {"path": "a.txt"}
-    assert reply.tool_calls[1].arguments == {"_raw": '{"path": '}  # broken JSON is kept
+    assert reply.tool_calls[0].arguments == '{"path": "a.txt"}'
+    assert reply.tool_calls[1].arguments == '{"path": '  # broken JSON is kept verbatim
     assert (reply.usage.prompt_tokens, reply.usage.total_tokens) == (11, 18)
 
 
@@ -105,11 +106,11 @@ async def test_request_model_overrides_the_configured_default() -> None:
         await model(server, model=None).complete(request())
 
 
-def test_parse_arguments() -> None:
-    assert parse_arguments('{"a": 1}') == {"a": 1}
-    assert parse_arguments("") == {} and parse_arguments(None) == {}
-    assert parse_arguments("[1]") == {"_raw": "[1]"}
-    assert parse_arguments("{oops") == {"_raw": "{oops"}
+def test_parsed_arguments() -> None:
+    assert parsed_arguments('{"b": 1, "a": 2}') == {"b": 1, "a": 2}
+    assert list(parsed_arguments('{"b": 1, "a": 2}') or {}) == ["b", "a"]
+    assert parsed_arguments("") == {} and parsed_arguments("  ") == {}
+    assert parsed_arguments("[1]") is None and parsed_arguments("{oops") is None
 
 
 @pytest.mark.parametrize("status", [400, 401, 429, 500])

@@ -18,8 +18,8 @@ from muster_agent.loop import LoopDeps, run_until_idle
 from muster_agent.models.base import ModelReply, ModelRequest
 from muster_agent.models.scripted import ScriptedModel
 from muster_contracts import events as ev
-from muster_runtime import eventstore
-from muster_runtime.db import Pool
+from muster_runtime.process.db import Pool
+from muster_runtime.store import eventstore
 
 from tests.databases import uows
 from tests.unit.recovery.builders import assistant, record
@@ -78,9 +78,10 @@ async def test_a_round_cut_by_a_crash_is_discarded_and_no_tool_runs_twice(
     real = tool_round.local_tool_call
     ran: list[str] = []
 
-    def dies_on_b(workspace: Any, name: str, arguments: dict[str, Any]) -> Callable[[], dict[str, Any]]:
-        ran.append(arguments["path"])
-        if arguments["path"] == "b.txt" and ran.count("b.txt") == 1:
+    def dies_on_b(workspace: Any, name: str, arguments: str) -> Callable[[], dict[str, Any]]:
+        path = json.loads(arguments)["path"]
+        ran.append(path)
+        if path == "b.txt" and ran.count("b.txt") == 1:
             raise Crash
         return real(workspace, name, arguments)
 

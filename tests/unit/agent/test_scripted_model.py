@@ -51,7 +51,7 @@ async def test_step_k_is_chosen_by_assistant_messages_after_the_user_message() -
     first = user(script(*STEPS))
     reply0 = await model.complete(request(SYSTEM, first))
     assert [(c.name, c.arguments) for c in reply0.tool_calls] == [
-        ("write_file", {"path": "a.txt", "content": "A"})
+        ("write_file", '{"path": "a.txt", "content": "A"}')
     ]
     assert reply0.content == ""
 
@@ -150,7 +150,7 @@ async def test_fail_applies_only_to_its_step() -> None:
         ('#script {"steps": [1]}', "step 0 must be a JSON object"),
         ('#script {"steps": [{}, {"tool_calls": {}}]}', "step 1: tool_calls must be a list"),
         ('#script {"steps": [{"tool_calls": [{"arguments": {}}]}]}', r"tool_calls\[0\].name"),
-        ('#script {"steps": [{"tool_calls": [{"name": "x", "arguments": "a"}]}]}', "arguments"),
+        ('#script {"steps": [{"tool_calls": [{"name": "x", "arguments": 3}]}]}', "arguments"),
         ('#script {"steps": [{"delay_ms": -1}]}', "delay_ms"),
         ('#script {"steps": [{"content": 3}]}', "content must be a string"),
     ],
@@ -203,7 +203,7 @@ async def test_reply_converts_to_an_openai_assistant_message() -> None:
     assert message["role"] == "assistant"
     (call,) = message["tool_calls"]
     assert call["type"] == "function" and call["id"] == reply.tool_calls[0].id
-    assert json.loads(call["function"]["arguments"]) == {"path": "a.txt", "content": "A"}
+    assert call["function"]["arguments"] == '{"path": "a.txt", "content": "A"}'
     plain = await ScriptedModel().complete(request(user("hi")))
     assert "tool_calls" not in plain.to_message()
 
@@ -222,3 +222,11 @@ def test_tool_call_ids_depend_on_the_summary_before_the_user_message_only_when_t
     assert tool_call_id("s", 1, 0, 0, "summary of 4 messages (aaaa)") != tool_call_id(
         "s", 1, 0, 0, "summary of 4 messages (bbbb)"
     )
+
+
+async def test_arguments_are_sent_as_written_object_in_order_string_verbatim() -> None:
+    # An object keeps the key order written (json.dumps of it); a string goes out as is.
+    text = '{ "b":1 ,"a" : "\u00e9 ✓"}'
+    step = {"tool_calls": [{"name": "x", "arguments": {"z": 1, "a": "é"}}, {"name": "y", "arguments": text}]}
+    reply = await ScriptedModel().complete(request(user(script(step))))
+    assert [c.arguments for c in reply.tool_calls] == ['{"z": 1, "a": "\\u00e9"}', text]

@@ -87,8 +87,9 @@ def test_valid_arguments_parse_into_the_model() -> None:
     [
         (ReadFile, {}, "missing required argument 'path'"),
         (ReadFile, {"path": 3}, "argument 'path' must be a string"),
-        (ReadFile, "a.txt", "arguments must be a JSON object"),
-        (ReadFile, {"_raw": "{"}, "arguments are not valid JSON; send a JSON object"),
+        (ReadFile, '"a.txt"', "arguments must be a JSON object"),
+        (ReadFile, ["a.txt"], "arguments must be a JSON object"),
+        (ReadFile, "{", "arguments are not valid JSON; send a JSON object"),
         # A missing argument is reported before a mistyped one, in schema order.
         (Delegate, {"agent_type": 1}, "missing required argument 'task'"),
         (DelegateFollowup, {"task": "x"}, "missing required argument 'child_session_id'"),

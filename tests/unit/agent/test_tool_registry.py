@@ -28,7 +28,7 @@ def ws(tmp_path: Path) -> Workspace:
         ("edit_file", {"path": "a", "old_string": "x", "new_string": "y", "replace_all": "yes"},
          "argument 'replace_all' must be a boolean"),
         ("list_files", {"path": 7}, "argument 'path' must be a string"),
-        ("read_file", {"_raw": "{bad"}, "arguments are not valid JSON; send a JSON object"),
+        ("read_file", "{bad", "arguments are not valid JSON; send a JSON object"),
         ("read_file", ["a"], "arguments must be a JSON object"),
         ("rm_rf", {}, "unknown tool 'rm_rf'"),
         ("delegate", {"agent_type": "x", "task": "y"},

@@ -15,7 +15,7 @@ from muster_agent.barrier import settle
 from muster_agent.loop import StepOutcome, run_until_idle
 from muster_agent.waits import READ_ONLY
 from muster_contracts import wait_events as we
-from muster_runtime.unit_of_work import Row
+from muster_runtime.uow.unit_of_work import Row
 
 from tests.unit.agent.memory_world import World
 
@@ -48,7 +48,7 @@ async def test_ask_waits_for_approval_then_runs_the_tool_once(tmp_path: Path) ->
     state = await world.state(sid)
     assert state.phase == "WAITING_APPROVAL"
     (wait,) = await waits(world, sid)
-    assert (wait["kind"], wait["detail"]["tool"], wait["detail"]["arguments"]["path"]) == ("approval", "write_file", "notes.md")
+    assert (wait["kind"], wait["detail"]["tool"], json.loads(wait["detail"]["arguments"])["path"]) == ("approval", "write_file", "notes.md")
     assert not (tmp_path / str(sid) / "notes.md").exists()
     assert await world.run(sid) == StepOutcome.IDLE  # a stray resume changes nothing
     assert len(await waits(world, sid)) == 1
@@ -153,7 +153,7 @@ async def test_local_file_tools_wait_for_the_client_and_its_first_result_counts(
     state = await world.state(sid)
     assert state.phase == "WAITING_CLIENT"
     (request,) = await events_of(world, sid, we.ToolRequested)
-    assert (request.name, request.arguments["content"]) == ("write_file", "hello")
+    assert (request.name, json.loads(request.arguments)["content"]) == ("write_file", "hello")
     assert request.tool_call_id in state.started_tool_calls  # never run twice
     result = json.dumps({"success": True, "path": "notes.md"})
     assert "duplicate" not in await answers.answer_tool_request(world.store.uow, "alice", sid, request.request_id, result)

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 from muster_contracts.commands import DELEGATION_COMMANDS, SESSION_COMMANDS
-from muster_contracts.events import EVENT_TYPES
 from muster_contracts.published import RecordedEvent
+from muster_contracts.registry import EVENT_TYPES
 from muster_contracts.upcasting import load_event
 from pydantic import BaseModel
 

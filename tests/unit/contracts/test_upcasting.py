@@ -6,12 +6,12 @@ from uuid import UUID
 import pytest
 from muster_contracts import upcasting
 from muster_contracts.events import (
-    EVENT_TYPES,
     DomainEvent,
     MessageRecorded,
     SessionCreated,
     SessionPhaseChanged,
 )
+from muster_contracts.registry import EVENT_TYPES
 
 
 def test_current_version_loads_as_is() -> None:
@@ -60,8 +60,48 @@ def test_session_created_v1_gets_the_v2_defaults() -> None:
     )
 
 
-def test_a_v1_message_reads_as_v2_without_a_source_session() -> None:
+def test_a_v1_message_reads_without_a_source_session() -> None:
     payload = {"message_id": str(UUID(int=7)), "seq": 3, "role": "TOOL", "content": "{}", "tool_call_id": "c"}
     event = upcasting.load_event("MessageRecorded", 1, payload)
     assert isinstance(event, MessageRecorded)
-    assert (event.schema_version, event.source_session_id, event.tool_call_id) == (2, None, "c")
+    assert (event.schema_version, event.source_session_id, event.tool_call_id) == (3, None, "c")
+
+
+def test_message_recorded_v2_arguments_become_the_text_readers_showed() -> None:
+    # v2 stored the parsed object (JSONB had reordered its keys); its text is json.dumps of
+    # it as stored, exactly what frames and model requests carried before v3.
+    stored = {"path": "a.txt", "new_string": "b", "old_string": "é"}
+    event = upcasting.load_event(
+        "MessageRecorded",
+        2,
+        {
+            "message_id": str(UUID(int=1)), "seq": 2, "role": "ASSISTANT", "content": "",
+            "tool_calls": [{"id": "c1", "name": "edit_file", "arguments": stored}],
+            "tool_call_id": None, "usage": None, "source_session_id": None,
+        },
+    )
+    assert isinstance(event, MessageRecorded) and event.schema_version == 3
+    assert event.tool_calls is not None
+    assert event.tool_calls[0].arguments == '{"path": "a.txt", "new_string": "b", "old_string": "\\u00e9"}'
+
+
+def test_message_recorded_v3_keeps_the_models_text_byte_for_byte() -> None:
+    text = '{ "path":"a.txt" ,\n "content" : "naïve ✓"}'
+    payload = {
+        "message_id": str(UUID(int=1)), "seq": 2, "role": "ASSISTANT", "content": "",
+        "tool_calls": [{"id": "c1", "name": "write_file", "arguments": text}],
+        "tool_call_id": None, "usage": None, "source_session_id": None,
+    }
+    event = upcasting.load_event("MessageRecorded", 3, payload)
+    assert event.payload()["tool_calls"][0]["arguments"] == text
+
+
+@pytest.mark.parametrize("type_", ["ApprovalRequested", "ToolRequested"])
+def test_wait_events_v1_arguments_become_text(type_: str) -> None:
+    ids = {"ApprovalRequested": {"approval_id": str(UUID(int=3)), "tool": "write_file"},
+           "ToolRequested": {"request_id": str(UUID(int=3)), "name": "write_file"}}[type_]
+    event = upcasting.load_event(
+        type_, 1, {**ids, "tool_call_id": "c1", "arguments": {"path": "a", "content": "x"}}
+    )
+    assert event.schema_version == 2
+    assert event.payload()["arguments"] == '{"path": "a", "content": "x"}'

@@ -7,7 +7,7 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
-from muster_runtime.db import Pool, create_pool
+from muster_runtime.process.db import Pool, create_pool
 
 from tests.databases import fresh_database_url
 

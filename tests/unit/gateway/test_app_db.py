@@ -23,9 +23,9 @@ from muster_contracts.events import (
 )
 from muster_gateway.bootstrap import build_app
 from muster_gateway.protocol import MAX_FRAME_BYTES
-from muster_runtime import eventstore
-from muster_runtime.db import Pool
-from muster_runtime.settings import Settings
+from muster_runtime.process.db import Pool
+from muster_runtime.process.settings import Settings
+from muster_runtime.store import eventstore
 from starlette.websockets import WebSocketDisconnect
 
 ALICE = {"Authorization": "Bearer ta"}
@@ -139,7 +139,7 @@ async def test_rest_sessions_and_messages(client: TestClient, pool: Pool) -> Non
     for seq, (role, mid) in enumerate(zip(roles, ids, strict=True), start=1):
         events.append(MessageRecorded(
             message_id=mid, seq=seq, role=role, content=f"m{seq}",
-            tool_calls=[ToolCallSpec(id="c", name="list_files", arguments={})]
+            tool_calls=[ToolCallSpec(id="c", name="list_files", arguments=json.dumps({}))]
             if seq == 2 else None,
             tool_call_id="c" if role == "TOOL" else None,
         ))

@@ -4,7 +4,7 @@ from pathlib import Path
 
 import pytest
 from muster_gateway.auth import Authenticator, bearer_token
-from muster_runtime.tokens import TokenError, load_tokens, parse_tokens, parse_tokens_file
+from muster_runtime.process.tokens import TokenError, load_tokens, parse_tokens, parse_tokens_file
 
 
 def test_parse_env_form() -> None:

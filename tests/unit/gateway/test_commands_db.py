@@ -12,8 +12,8 @@ from muster_contracts.events import DomainEvent, SessionCreated, SessionPhaseCha
 from muster_gateway import commands
 from muster_gateway.errors import SESSION_NOT_FOUND, GatewayError
 from muster_gateway.protocol import CreateSessionData, SendMessageData
-from muster_runtime import eventstore
-from muster_runtime.db import Pool
+from muster_runtime.process.db import Pool
+from muster_runtime.store import eventstore
 
 
 async def append(pool: Pool, session_id: str, *events: DomainEvent) -> None:

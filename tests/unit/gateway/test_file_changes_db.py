@@ -11,8 +11,8 @@ from uuid import UUID, uuid4
 
 from muster_contracts import events as ev
 from muster_gateway import file_changes, queries
-from muster_runtime import eventstore
-from muster_runtime.db import Connection, Pool
+from muster_runtime.process.db import Connection, Pool
+from muster_runtime.store import eventstore
 
 USER = "alice"
 T = datetime(2026, 1, 1, tzinfo=UTC)
@@ -42,7 +42,7 @@ class Session:
     async def message(self, role: str, *calls: tuple[str, str], message_id: UUID | None = None) -> UUID:
         self.seq += 1
         mid = message_id or uuid4()
-        specs = [ev.ToolCallSpec(id=cid, name=name, arguments={}) for name, cid in calls] or None
+        specs = [ev.ToolCallSpec(id=cid, name=name, arguments="{}") for name, cid in calls] or None
         await append(self.pool, self.session_id, ev.MessageRecorded(
             message_id=mid, seq=self.seq, role=role, content=role.lower(), tool_calls=specs))  # type: ignore[arg-type]
         if role == "ASSISTANT":

@@ -30,7 +30,7 @@ def test_assistant_message_has_openai_tool_calls() -> None:
     mid = uuid4()
     event = ev.MessageRecorded(
         message_id=mid, seq=3, role="ASSISTANT", content="",
-        tool_calls=[ev.ToolCallSpec(id="c1", name="read_file", arguments={"path": "a.txt"})],
+        tool_calls=[ev.ToolCallSpec(id="c1", name="read_file", arguments=json.dumps({"path": "a.txt"}))],
     )
     frame = frame_of(event)
     assert frame is not None and frame["type"] == "message"

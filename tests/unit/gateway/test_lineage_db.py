@@ -12,9 +12,9 @@ import pytest
 from fastapi.testclient import TestClient
 from muster_contracts.events import SessionPhaseChanged
 from muster_gateway.bootstrap import build_app
-from muster_runtime import eventstore
-from muster_runtime.db import Pool
-from muster_runtime.settings import Settings
+from muster_runtime.process.db import Pool
+from muster_runtime.process.settings import Settings
+from muster_runtime.store import eventstore
 
 
 @pytest.fixture

@@ -1,11 +1,11 @@
-"""Which rings wake the gateway's live consumer (`bootstrap.acts_on`)."""
+"""Which rings wake the gateway's live consumer (`live_events.acts_on`)."""
 
 from __future__ import annotations
 
 from typing import Any, cast
 
-from muster_gateway.bootstrap import acts_on
 from muster_gateway.fanout import Cursor, Hub
+from muster_gateway.live_events import acts_on
 from muster_gateway.local_tools import LocalTools
 
 from tests.unit.gateway.test_fanout import Sink, Store

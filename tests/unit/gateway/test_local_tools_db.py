@@ -5,14 +5,15 @@ outstanding request of its user once per socket, never another user's, new ones 
 from __future__ import annotations
 
 import asyncio
+import json
 from typing import Any
 from uuid import UUID, uuid4
 
 from muster_contracts import events as ev
 from muster_contracts import wait_events as we
 from muster_gateway.local_tools import LocalTools
-from muster_runtime import eventstore
-from muster_runtime.db import Pool
+from muster_runtime.process.db import Pool
+from muster_runtime.store import eventstore
 
 
 class Socket:
@@ -43,7 +44,7 @@ async def request(pool: Pool, sid: UUID, path: str) -> UUID:
     async with pool.acquire() as conn, conn.transaction():
         await eventstore.append(conn, str(sid), [
             we.ToolRequested(request_id=request_id, tool_call_id=f"call-{path}", name="read_file",
-                             arguments={"path": path}),
+                             arguments=json.dumps({"path": path})),
             ev.SessionPhaseChanged(phase="WAITING_CLIENT"),
         ], expected_version=None)
     return request_id

@@ -15,8 +15,8 @@ from fastapi.testclient import TestClient
 from muster_gateway.bootstrap import build_app
 from muster_gateway.context import Gateway
 from muster_gateway.metrics import Metrics
-from muster_runtime.db import Pool, create_pool
-from muster_runtime.settings import Settings
+from muster_runtime.process.db import Pool, create_pool
+from muster_runtime.process.settings import Settings
 from prometheus_client.parser import text_string_to_metric_families
 
 from tests.databases import fresh_database_url

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 from fastapi.testclient import TestClient
 from muster_gateway.bootstrap import build_app
-from muster_runtime.settings import Settings
+from muster_runtime.process.settings import Settings
 
 ALICE = {"Authorization": "Bearer ta"}
 BOB = {"Authorization": "Bearer tb"}

@@ -8,8 +8,8 @@ from uuid import uuid4
 from muster_contracts import events as ev
 from muster_gateway.frames import event_frame
 from muster_gateway.streams import published_row
-from muster_runtime.db import json_bytes
-from muster_runtime.eventstore import recorded_event
+from muster_runtime.process.db import json_bytes
+from muster_runtime.store.eventstore import recorded_event
 
 AT = datetime(2026, 12, 3, 20, 1, 2, 345678, tzinfo=UTC)
 

@@ -12,8 +12,8 @@ import pytest
 from faststream.kafka import TestKafkaBroker
 from muster_contracts.commands import CancelSession
 from muster_harness import bootstrap
-from muster_runtime import topics
-from muster_runtime.settings import Settings
+from muster_runtime.messaging import topics
+from muster_runtime.process.settings import Settings
 
 
 class FakeProducer:

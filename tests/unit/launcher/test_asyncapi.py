@@ -112,7 +112,7 @@ def test_output_is_deterministic(tmp_path: Path, documents: dict[str, dict[str, 
 def test_payloads_follow_the_contract_unions(documents: dict[str, dict[str, Any]]) -> None:
     """A command or event added to `muster_contracts` appears without being listed."""
     from muster_contracts.commands import SESSION_COMMANDS
-    from muster_contracts.events import EVENT_TYPES
+    from muster_contracts.registry import EVENT_TYPES
 
     harness = documents["harness"]
     (receive,) = [m for name, m in harness["components"]["messages"].items() if "Subscribe" in name]

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from muster_launcher.broker import BROKER_THREADS, broker_spec
-from muster_runtime.settings import Settings
+from muster_runtime.process.settings import Settings
 
 
 def test_the_broker_runs_one_runtime_thread_by_default() -> None:

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from muster_launcher import cli
 from muster_launcher.rebuild_cli import CannotRun, database_url, redacted, run_rebuild
-from muster_runtime.db import create_pool
+from muster_runtime.process.db import create_pool
 
 from tests.unit.runtime.test_rebuild_db import delegated_turn, fresh_database_url
 

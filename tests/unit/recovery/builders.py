@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
 from datetime import datetime
 from typing import Any
@@ -11,8 +12,8 @@ from muster_agent import session_store as store
 from muster_agent.agents import AgentRegistry
 from muster_agent.delegation import Delegator, execution_id_for
 from muster_contracts import events as ev
-from muster_runtime.db import Pool
-from muster_runtime.unit_of_work import UnitOfWorkFactory
+from muster_runtime.process.db import Pool
+from muster_runtime.uow.unit_of_work import UnitOfWorkFactory
 
 
 async def running_session(uows: UnitOfWorkFactory, user: str = "alice") -> UUID:
@@ -36,7 +37,7 @@ async def record(uows: UnitOfWorkFactory, sid: UUID, events: Callable[[int], lis
 def assistant(seq: int, calls: list[dict[str, Any]], content: str = "") -> ev.MessageRecorded:
     return ev.MessageRecorded(
         message_id=uuid4(), seq=seq, role="ASSISTANT", content=content,
-        tool_calls=[ev.ToolCallSpec(**c) for c in calls] or None,
+        tool_calls=[ev.ToolCallSpec(**{**c, "arguments": json.dumps(c["arguments"])}) for c in calls] or None,
     )
 
 

@@ -11,7 +11,7 @@ from typing import Any
 from muster_agent.barrier import settle
 from muster_contracts import events as ev
 from muster_recovery.cascade import cancel_children
-from muster_runtime.db import Pool, create_pool
+from muster_runtime.process.db import Pool, create_pool
 
 from tests.databases import uows
 

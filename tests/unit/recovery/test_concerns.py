@@ -11,7 +11,7 @@ import pytest
 from muster_agent.barrier import BARRIER_CHECKED
 from muster_recovery import tree_status
 from muster_recovery.bootstrap import concerns
-from muster_runtime.consuming import peek_event
+from muster_runtime.messaging.consuming import peek_event
 
 
 def record(event_type: str, metadata: dict[str, Any] | None = None, **payload: Any) -> bytes:

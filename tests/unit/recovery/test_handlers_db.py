@@ -9,7 +9,7 @@ from uuid import UUID, uuid4
 from muster_agent.barrier import BARRIER_CHECKED
 from muster_contracts.published import RecordedEvent
 from muster_recovery import handlers
-from muster_runtime.db import Pool
+from muster_runtime.process.db import Pool
 
 from tests.databases import uows
 

@@ -10,8 +10,8 @@ from uuid import UUID
 
 from muster_recovery.reconcile import reconcile_executions, reconcile_sessions
 from muster_recovery.takeover import take_over_execution
-from muster_runtime import leases
-from muster_runtime.db import Pool, create_pool
+from muster_runtime.process.db import Pool, create_pool
+from muster_runtime.uow import leases
 
 from tests.databases import uows
 

@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from muster_runtime.db import Pool, create_pool
+from muster_runtime.process.db import Pool, create_pool
 
 from tests.databases import fresh_database_url
 from tests.unit.runtime.spans import spans  # noqa: F401

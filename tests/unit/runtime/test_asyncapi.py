@@ -6,9 +6,9 @@ from typing import Any
 
 import pytest
 from muster_contracts.commands import DELEGATION_COMMANDS, CancelExecution, RunExecution
-from muster_runtime import asyncapi, topics
-from muster_runtime.edge import Edge
-from muster_runtime.service import make_broker, received_payloads, subscribe_batch
+from muster_runtime.messaging import asyncapi, topics
+from muster_runtime.messaging.edge import Edge
+from muster_runtime.messaging.service import make_broker, received_payloads, subscribe_batch
 
 
 def test_a_union_becomes_a_choice_and_its_models_become_schemas() -> None:

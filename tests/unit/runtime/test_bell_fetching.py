@@ -8,8 +8,8 @@ import asyncio
 from pathlib import Path
 from typing import Any
 
-from muster_runtime.bell_fetching import Chase, gate_on_bell
-from muster_runtime.bells import Bell, Ringer
+from muster_runtime.messaging.local_broker.bell_fetching import Chase, gate_on_bell
+from muster_runtime.messaging.local_broker.bells import Bell, Ringer
 
 from tests.unit.runtime.fakes import Clock
 

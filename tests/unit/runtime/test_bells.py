@@ -7,8 +7,8 @@ import socket
 from pathlib import Path
 
 import pytest
-from muster_runtime import bells
-from muster_runtime.bells import Bell, Ringer
+from muster_runtime.messaging.local_broker import bells
+from muster_runtime.messaging.local_broker.bells import Bell, Ringer
 
 from tests.unit.runtime.fakes import Clock
 

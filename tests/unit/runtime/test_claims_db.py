@@ -12,10 +12,10 @@ from uuid import UUID, uuid4
 
 import pytest
 from muster_contracts import events as ev
-from muster_runtime import batched
-from muster_runtime.db import Pool
-from muster_runtime.postgres_uow import PostgresUnitOfWork
-from muster_runtime.unit_of_work import ExecutionClaim
+from muster_runtime.process.db import Pool
+from muster_runtime.uow import batched
+from muster_runtime.uow.postgres_uow import PostgresUnitOfWork
+from muster_runtime.uow.unit_of_work import ExecutionClaim
 
 from tests.unit.runtime.uow_harness import Harness, new_session, started
 

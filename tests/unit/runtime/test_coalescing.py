@@ -7,7 +7,7 @@ import asyncio
 from typing import Any
 
 import pytest
-from muster_runtime.coalescing import Coalescer
+from muster_runtime.uow.coalescing import Coalescer
 
 CONN: Any = object()  # the fakes never touch a connection
 

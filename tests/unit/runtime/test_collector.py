@@ -1,4 +1,4 @@
-"""The services' collector settings (`muster_runtime.collector`)."""
+"""The services' collector settings (`muster_runtime.process.collector`)."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import gc
 from collections.abc import Iterator
 
 import pytest
-from muster_runtime import collector, eventloop
+from muster_runtime.process import collector, eventloop
 
 
 @pytest.fixture(autouse=True)

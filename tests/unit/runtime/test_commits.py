@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 from aiokafka import AIOKafkaConsumer
-from muster_runtime.commits import CommitBehind
+from muster_runtime.messaging.commits import CommitBehind
 
 
 class _Assignment:

@@ -18,8 +18,8 @@ import pytest
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 from muster_launcher.broker import tansu_binary
-from muster_runtime.bells import Bell, Ringer
-from muster_runtime.fetching import AdaptiveConsumer, adaptive_builder
+from muster_runtime.messaging.local_broker.bells import Bell, Ringer
+from muster_runtime.messaging.local_broker.fetching import AdaptiveConsumer, adaptive_builder
 
 TOPIC = "adaptive"
 

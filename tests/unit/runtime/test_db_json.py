@@ -6,7 +6,7 @@ import json
 from typing import Any
 
 import pytest
-from muster_runtime.db import _decode_jsonb, _encode_jsonb, decode_json, json_bytes
+from muster_runtime.process.db import _decode_jsonb, _encode_jsonb, decode_json, json_bytes
 
 VALUES: list[Any] = [
     {"a": 1, "b": [1.5, -0.0, 1e16, 0.1, None, True], "nested": {"x": "y"}},

@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 from aiokafka.errors import KafkaConnectionError
-from muster_runtime.kafka import start_producer
-from muster_runtime.settings import Settings
+from muster_runtime.messaging.kafka import start_producer
+from muster_runtime.process.settings import Settings
 
 
 async def test_producer_start_retries_then_gives_up(caplog: pytest.LogCaptureFixture) -> None:
@@ -22,7 +22,7 @@ async def test_a_service_broker_waits_for_kafka_at_start(monkeypatch: pytest.Mon
     """FastStream's own connection (its producer) is retried too: a service started while
     the broker restarts waits for it instead of exiting."""
     from faststream.kafka import KafkaBroker
-    from muster_runtime.service import make_broker
+    from muster_runtime.messaging.service import make_broker
 
     attempts: list[int] = []
 
@@ -40,7 +40,7 @@ async def test_a_service_broker_waits_for_kafka_at_start(monkeypatch: pytest.Mon
 
 
 async def test_a_service_broker_gives_up_after_its_wait() -> None:
-    from muster_runtime.service import make_broker
+    from muster_runtime.messaging.service import make_broker
 
     settings = Settings(database_url="", kafka_bootstrap_servers="127.0.0.1:1", data_dir=Path("."))
     broker = make_broker(settings, "test")
@@ -53,7 +53,7 @@ def test_the_keyed_partitioner_places_keys_as_the_default_one_does() -> None:
     from uuid import uuid4
 
     from aiokafka.partitioner import DefaultPartitioner
-    from muster_runtime.kafka import keyed_partitioner
+    from muster_runtime.messaging.kafka import keyed_partitioner
 
     partitions = [0, 1, 2, 3]
     for key in [str(uuid4()).encode() for _ in range(200)] + [b"", b"k"]:
@@ -64,8 +64,8 @@ def test_the_keyed_partitioner_places_keys_as_the_default_one_does() -> None:
 
 
 async def test_the_relays_publisher_rings_the_topics_it_published_to(bells_dir: Path) -> None:
-    from muster_runtime.bells import Bell, Ringer
-    from muster_runtime.kafka import publisher
+    from muster_runtime.messaging.kafka import publisher
+    from muster_runtime.messaging.local_broker.bells import Bell, Ringer
 
     from tests.unit.runtime.fakes import Producer
 

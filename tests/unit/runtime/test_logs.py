@@ -5,7 +5,7 @@ from __future__ import annotations
 import logging
 
 import pytest
-from muster_runtime.logs import RedactSecrets
+from muster_runtime.process.logs import RedactSecrets
 
 
 @pytest.mark.parametrize(

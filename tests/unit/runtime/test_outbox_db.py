@@ -13,10 +13,10 @@ from uuid import uuid4
 import asyncpg
 import pytest
 from muster_contracts.commands import ProcessSession
-from muster_runtime import dispatch, outbox
-from muster_runtime.bells import Bell, Ringer
-from muster_runtime.db import Pool, create_pool
-from muster_runtime.postgres_uow import PostgresUnitOfWork
+from muster_runtime.messaging import dispatch, outbox
+from muster_runtime.messaging.local_broker.bells import Bell, Ringer
+from muster_runtime.process.db import Pool, create_pool
+from muster_runtime.uow.postgres_uow import PostgresUnitOfWork
 
 from tests.databases import fresh_database_url
 from tests.unit.runtime.fakes import Producer

@@ -15,9 +15,9 @@ import pytest
 from alembic import command
 from alembic.config import Config
 from muster_contracts import events as ev
-from muster_runtime import eventstore, rebuild
-from muster_runtime.db import Pool, create_pool
-from muster_runtime.migrate import MIGRATIONS, sqlalchemy_url, upgrade
+from muster_runtime.process.db import Pool, create_pool
+from muster_runtime.store import eventstore, rebuild
+from muster_runtime.store.migrate import MIGRATIONS, sqlalchemy_url, upgrade
 
 from tests.databases import fresh_database_url
 

@@ -9,7 +9,7 @@ from datetime import UTC, datetime
 from uuid import UUID, uuid4
 
 from muster_contracts import events as ev
-from muster_runtime.unit_of_work import RunClose
+from muster_runtime.uow.unit_of_work import RunClose
 
 from tests.unit.runtime.uow_harness import Harness, message, new_session, started
 

@@ -11,9 +11,9 @@ from uuid import uuid4
 import pytest
 from muster_agent import session_store as store
 from muster_contracts import events as ev
-from muster_runtime import postgres_uow
-from muster_runtime.db import Pool
-from muster_runtime.postgres_uow import PostgresUnitOfWork
+from muster_runtime.process.db import Pool
+from muster_runtime.uow import postgres_uow
+from muster_runtime.uow.postgres_uow import PostgresUnitOfWork
 
 from tests.unit.runtime.test_quiet_decisions_contract import COMPLETED, answer, delegated, run_close, running
 from tests.unit.runtime.uow_harness import Harness

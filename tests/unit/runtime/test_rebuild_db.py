@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import time
 from collections.abc import AsyncIterator
 from datetime import UTC, datetime, timedelta
@@ -13,9 +14,9 @@ from uuid import UUID, uuid4
 import pytest
 from muster_contracts import events as ev
 from muster_contracts import wait_events as we
-from muster_runtime import eventstore, rebuild
-from muster_runtime.db import Pool, create_pool
-from muster_runtime.rebuild import PROJECTION_TABLES
+from muster_runtime.process.db import Pool, create_pool
+from muster_runtime.store import eventstore, rebuild
+from muster_runtime.store.rebuild import PROJECTION_TABLES
 
 from tests.databases import fresh_database_url
 
@@ -42,7 +43,7 @@ async def append(pool: Pool, stream: UUID, *events: ev.DomainEvent) -> None:
 
 
 def calls(*names: str) -> list[ev.ToolCallSpec]:
-    return [ev.ToolCallSpec(id=f"call-{n}", name=n, arguments={"path": f"{n}.txt", "n": [1, {"x": None}]})
+    return [ev.ToolCallSpec(id=f"call-{n}", name=n, arguments=json.dumps({"path": f"{n}.txt", "n": [1, {"x": None}]}))
             for n in names]
 
 
@@ -85,7 +86,7 @@ async def delegated_turn(pool: Pool) -> dict[str, UUID]:
     # The write waited for an approval (one append each), and a question came and went in one.
     approval, question = uuid4(), uuid4()
     await append(pool, child, we.ApprovalRequested(approval_id=approval, tool_call_id="call-write_file",
-                                                   tool="write_file", arguments={"path": "c.txt"}),
+                                                   tool="write_file", arguments=json.dumps({"path": "c.txt"})),
                  ev.SessionPhaseChanged(phase="WAITING_APPROVAL"))
     await append(pool, child, we.ApprovalResolved(approval_id=approval, decision="approve"),
                  ev.SessionPhaseChanged(phase="RUNNING"))

@@ -6,7 +6,7 @@ import asyncio
 import logging
 
 import pytest
-from muster_runtime import retrying
+from muster_runtime.process import retrying
 from tenacity import AsyncRetrying
 
 

@@ -6,7 +6,7 @@ import re
 from pathlib import Path
 
 import pytest
-from muster_runtime.settings import Settings, variable_names
+from muster_runtime.process.settings import Settings, variable_names
 from pydantic import ValidationError
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -17,6 +17,7 @@ DEFAULTS = {
     "model": "script",
     "gateway_host": "127.0.0.1",
     "gateway_port": 8765,
+    "local_broker": False,
     "kafka_fetch_max_wait_ms": 5,
     "kafka_idle_fetch_max_wait_ms": 200,
     "kafka_idle_after_ms": 2000,
@@ -67,6 +68,7 @@ READS = {
     "MUSTER_COMPACTION_THRESHOLD": ("compaction_threshold", "0.5", 0.5),
     "MUSTER_PARTITIONS": ("partitions", "8", 8),
     "MUSTER_KAFKA_REPLICATION_FACTOR": ("kafka_replication_factor", "3", 3),
+    "MUSTER_LOCAL_BROKER": ("local_broker", "1", True),
     "MUSTER_KAFKA_FETCH_MAX_WAIT_MS": ("kafka_fetch_max_wait_ms", "500", 500),
     "MUSTER_KAFKA_IDLE_FETCH_MAX_WAIT_MS": ("kafka_idle_fetch_max_wait_ms", "0", 0),
     "MUSTER_KAFKA_IDLE_AFTER_MS": ("kafka_idle_after_ms", "100", 100),
@@ -167,11 +169,11 @@ def test_instances_and_service_commands_per_service() -> None:
         settings.instances("nope")
 
 
-def test_every_configuration_variable_of_the_readme_is_a_setting() -> None:
-    """The README's configuration table names exactly what `Settings` reads (the tests'
-    and the compose stack's own variables aside)."""
-    readme = (ROOT / "README.md").read_text()
-    table = readme[readme.index("## Configuration") : readme.index("## Repository layout")]
+def test_every_configuration_variable_of_the_docs_is_a_setting() -> None:
+    """The configuration table of docs/operations.md names exactly what `Settings` reads
+    (the tests' and the compose stack's own variables aside)."""
+    doc = (ROOT / "docs" / "operations.md").read_text()
+    table = doc[doc.index("## Configuration") : doc.index("## Docker")]
     documented = set(re.findall(r"`((?:MUSTER|OPENAI|DATABASE|KAFKA)_[A-Z_]+)`", table))
     not_settings = {
         "MUSTER_TEST_CONTAINERS",

@@ -11,9 +11,10 @@ from uuid import UUID, uuid4
 import pytest
 from muster_contracts import events as ev
 from muster_contracts.commands import RunExecution
-from muster_runtime import dispatch, eventstore
-from muster_runtime.db import Pool
-from muster_runtime.postgres_uow import PostgresUnitOfWork
+from muster_runtime.messaging import dispatch
+from muster_runtime.process.db import Pool
+from muster_runtime.store import eventstore
+from muster_runtime.uow.postgres_uow import PostgresUnitOfWork
 
 from tests.unit.runtime.fakes import Producer
 from tests.unit.runtime.uow_harness import created, message

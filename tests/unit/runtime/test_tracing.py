@@ -12,10 +12,11 @@ from uuid import uuid4
 import pytest
 from muster_contracts.commands import SESSION_COMMANDS, ProcessSession
 from muster_contracts.events import SessionCreated
-from muster_runtime import lineage, tracing
-from muster_runtime.edge import Edge
-from muster_runtime.memory_uow import MemoryStore
-from muster_runtime.settings import Settings
+from muster_runtime.messaging.edge import Edge
+from muster_runtime.process import tracing
+from muster_runtime.process.settings import Settings
+from muster_runtime.store import lineage
+from muster_runtime.uow.memory_uow import MemoryStore
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.trace import SpanKind
 

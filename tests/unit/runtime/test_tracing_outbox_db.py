@@ -13,9 +13,11 @@ from uuid import uuid4
 import pytest
 from muster_contracts.commands import ProcessSession
 from muster_contracts.events import SessionCreated
-from muster_runtime import dispatch, lineage, outbox, tracing
-from muster_runtime.db import Pool, create_pool
-from muster_runtime.postgres_uow import PostgresUnitOfWork
+from muster_runtime.messaging import dispatch, outbox
+from muster_runtime.process import tracing
+from muster_runtime.process.db import Pool, create_pool
+from muster_runtime.store import lineage
+from muster_runtime.uow.postgres_uow import PostgresUnitOfWork
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 from tests.databases import fresh_database_url

@@ -11,7 +11,7 @@ from uuid import uuid4
 import pytest
 from muster_contracts import events as ev
 from muster_contracts.commands import ProcessSession
-from muster_runtime.eventstore import ConcurrencyError
+from muster_runtime.store.eventstore import ConcurrencyError
 
 from tests.unit.runtime.uow_harness import Harness, created, message, new_session
 

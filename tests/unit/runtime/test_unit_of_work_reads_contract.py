@@ -10,8 +10,8 @@ from uuid import UUID, uuid4
 
 import pytest
 from muster_contracts import events as ev
-from muster_runtime.postgres_uow import PostgresUnitOfWork
-from muster_runtime.unit_of_work import SessionBusy
+from muster_runtime.uow.postgres_uow import PostgresUnitOfWork
+from muster_runtime.uow.unit_of_work import SessionBusy
 
 from tests.unit.runtime.uow_harness import Harness, message, new_session, started
 
@@ -19,7 +19,7 @@ from tests.unit.runtime.uow_harness import Harness, message, new_session, starte
 async def test_session_state_is_the_visible_history_in_seq_order_with_started_calls(work: Harness) -> None:
     sid = await new_session(work)
     first, second = message(1), message(2)
-    call = ev.ToolCallSpec(id="c1", name="read_file", arguments={"path": "a"})
+    call = ev.ToolCallSpec(id="c1", name="read_file", arguments='{"path": "a"}')
     answer = ev.MessageRecorded(message_id=uuid4(), seq=3, role="ASSISTANT", content="", tool_calls=[call])
     async with work.uow() as uow:
         await uow.append(str(sid), [first, second, answer], expected_version=1)
@@ -33,7 +33,7 @@ async def test_session_state_is_the_visible_history_in_seq_order_with_started_ca
     assert snapshot is not None
     assert [m["message_id"] for m in snapshot.messages] == [first.message_id, answer.message_id]
     assert snapshot.messages[1]["tool_calls"] == [
-        {"id": "c1", "name": "read_file", "arguments": {"path": "a"}}
+        {"id": "c1", "name": "read_file", "arguments": '{"path": "a"}'}
     ]
     assert snapshot.started_tool_calls == {"c1"}
     assert (snapshot.row["session_id"], snapshot.row["message_count"], snapshot.row["version"]) == (sid, 3, 6)
@@ -174,9 +174,9 @@ async def test_waits_are_pending_until_resolved_and_a_calls_newest_wait_is_its_d
     first, second, question = uuid4(), uuid4(), uuid4()
     async with work.uow() as uow:
         await uow.append(str(sid), [
-            we.ApprovalRequested(approval_id=first, tool_call_id="c1", tool="write_file", arguments={"path": "a"}),
+            we.ApprovalRequested(approval_id=first, tool_call_id="c1", tool="write_file", arguments='{"path": "a"}'),
             we.ApprovalResolved(approval_id=first, decision="dropped"),
-            we.ApprovalRequested(approval_id=second, tool_call_id="c1", tool="write_file", arguments={"path": "a"}),
+            we.ApprovalRequested(approval_id=second, tool_call_id="c1", tool="write_file", arguments='{"path": "a"}'),
             we.QuestionAsked(question_id=question, tool_call_id="c2", question="why?", options=["a"]),
             se.SessionSettingsChanged(permission_level="ask"),
         ], expected_version=1)  # fmt: skip

@@ -12,7 +12,7 @@ from muster_agent import session_store as store
 from muster_agent.agents import AgentRegistry
 from muster_agent.delegation import Delegator, execution_id_for
 from muster_contracts import events as ev
-from muster_runtime.unit_of_work import AbstractUnitOfWork
+from muster_runtime.uow.unit_of_work import AbstractUnitOfWork
 
 from tests.unit.recovery.builders import assistant, delegate_call, record, running_session
 from tests.unit.runtime.uow_harness import Harness

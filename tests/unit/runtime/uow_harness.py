@@ -11,11 +11,11 @@ from uuid import UUID, uuid4
 
 import pytest
 from muster_contracts import events as ev
-from muster_runtime import dispatch
-from muster_runtime.db import create_pool
-from muster_runtime.memory_uow import MemoryStore
-from muster_runtime.postgres_uow import PostgresUnitOfWork
-from muster_runtime.unit_of_work import AbstractUnitOfWork
+from muster_runtime.messaging import dispatch
+from muster_runtime.process.db import create_pool
+from muster_runtime.uow.memory_uow import MemoryStore
+from muster_runtime.uow.postgres_uow import PostgresUnitOfWork
+from muster_runtime.uow.unit_of_work import AbstractUnitOfWork
 
 from tests.databases import fresh_database_url
 from tests.unit.runtime.fakes import Producer

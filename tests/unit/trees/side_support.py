@@ -3,6 +3,7 @@ created through the gateway's decision."""
 
 from __future__ import annotations
 
+import json
 from typing import Any
 from uuid import UUID, uuid4
 
@@ -12,9 +13,9 @@ from muster_agent.session_store import read_state
 from muster_contracts import events as ev
 from muster_gateway import side_sessions
 from muster_gateway.protocol import CreateSideSessionData
-from muster_runtime import eventstore
-from muster_runtime.db import Pool
-from muster_runtime.postgres_uow import PostgresUnitOfWork
+from muster_runtime.process.db import Pool
+from muster_runtime.store import eventstore
+from muster_runtime.uow.postgres_uow import PostgresUnitOfWork
 
 USER = "alice"
 
@@ -35,7 +36,7 @@ def user(seq: int, content: str) -> ev.MessageRecorded:
 
 
 def answer(seq: int, content: str, *calls: str) -> ev.MessageRecorded:
-    specs = [ev.ToolCallSpec(id=c, name="read_file", arguments={"path": "a"}) for c in calls]
+    specs = [ev.ToolCallSpec(id=c, name="read_file", arguments=json.dumps({"path": "a"})) for c in calls]
     return ev.MessageRecorded(
         message_id=uuid4(), seq=seq, role="ASSISTANT", content=content, tool_calls=specs or None
     )

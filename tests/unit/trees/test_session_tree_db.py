@@ -11,8 +11,8 @@ from muster_contracts import events as ev
 from muster_gateway import management, queries, tree_queries
 from muster_gateway.errors import GatewayError
 from muster_recovery import tree_status
-from muster_runtime import rebuild
-from muster_runtime.db import Pool
+from muster_runtime.process.db import Pool
+from muster_runtime.store import rebuild
 
 from .side_support import USER, append, main_session, side, user
 
@@ -224,7 +224,7 @@ async def test_pending_waits_count_anywhere_in_the_tree_and_a_lost_signal_is_rec
     approvals = {sid: UUID(int=100 + i) for i, sid in enumerate((main, task, child))}
     for sid, approval in approvals.items():  # the root's own, a side task's and a subagent's
         await append(pool, sid, we.ApprovalRequested(approval_id=approval, tool_call_id="c", tool="write_file",
-                                                     arguments={}))
+                                                     arguments="{}"))
     question = UUID(int=110)
     await append(pool, task, we.QuestionAsked(question_id=question, tool_call_id="q", question="?"))
     assert await counts() == (3, 1)

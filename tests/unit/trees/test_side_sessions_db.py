@@ -10,9 +10,9 @@ from uuid import UUID, uuid4
 import pytest
 from muster_contracts import events as ev
 from muster_gateway.errors import GatewayError
-from muster_runtime import rebuild
-from muster_runtime.db import Pool
-from muster_runtime.fork_ids import copied_id
+from muster_runtime.process.db import Pool
+from muster_runtime.store import rebuild
+from muster_runtime.store.fork_ids import copied_id
 
 from .side_support import USER, answer, append, context, conversation, main_session, side, tool, user
 

@@ -23,9 +23,9 @@ from muster_agent.runners import Runners
 from muster_agent.stopping import DEADLINE_PASSED
 from muster_contracts import events as ev
 from muster_contracts.commands import RunExecution
-from muster_runtime import eventstore
-from muster_runtime.db import Pool
-from muster_runtime.postgres_uow import PostgresUnitOfWork
+from muster_runtime.process.db import Pool
+from muster_runtime.store import eventstore
+from muster_runtime.uow.postgres_uow import PostgresUnitOfWork
 from muster_subagent_worker.handlers import WorkerDeps, run_execution
 
 from tests.databases import uows

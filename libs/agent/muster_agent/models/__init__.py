@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from muster_runtime.settings import Settings
+from muster_runtime.process.settings import Settings
 
 from muster_agent.models.base import (
     ModelError,

@@ -7,7 +7,6 @@ conversion layer can drift between them.
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -21,15 +20,12 @@ class ModelError(Exception):
 class ToolCall:
     id: str
     name: str
-    arguments: dict[str, Any]
+    arguments: str  # the exact text the model produced (muster_contracts.tool_arguments)
 
     def to_openai(self) -> dict[str, Any]:
-        """The OpenAI wire form, where `arguments` is a JSON *string*."""
-        return {
-            "id": self.id,
-            "type": "function",
-            "function": {"name": self.name, "arguments": json.dumps(self.arguments)},
-        }
+        """The OpenAI wire form; `arguments` goes back verbatim."""
+        function = {"name": self.name, "arguments": self.arguments}
+        return {"id": self.id, "type": "function", "function": function}
 
 
 @dataclass(frozen=True)

@@ -7,13 +7,12 @@ building a provider in a process that never calls it, needs no key and opens no 
 
 from __future__ import annotations
 
-import json
 import re
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
 import openai
-from muster_runtime.settings import Settings
+from muster_runtime.process.settings import Settings
 from openai import AsyncOpenAI
 
 from muster_agent.models.base import ModelError, ModelReply, ModelRequest, ToolCall, Usage
@@ -34,18 +33,6 @@ def _public_url(url: str | None) -> str:
     if parts.port:
         netloc += f":{parts.port}"
     return urlunsplit((parts.scheme, netloc, parts.path, "", ""))
-
-
-def parse_arguments(raw: str | None) -> dict[str, Any]:
-    """Tool-call arguments from the model's JSON string. Models do emit broken JSON; the
-    raw text is kept under `_raw` so the tool can answer with an error the model can fix."""
-    if not raw:
-        return {}
-    try:
-        value = json.loads(raw)
-    except json.JSONDecodeError:
-        return {"_raw": raw}
-    return value if isinstance(value, dict) else {"_raw": raw}
 
 
 class OpenAIModel:
@@ -129,7 +116,9 @@ class OpenAIModel:
             function = getattr(call, "function", None)
             if function is None:
                 continue  # a non-function (custom) tool call: nothing here can run it
-            calls.append(ToolCall(call.id, function.name, parse_arguments(function.arguments)))
+            # The text as the model wrote it: it is recorded and sent back verbatim.
+            arguments = "{}" if function.arguments is None else function.arguments
+            calls.append(ToolCall(call.id, function.name, arguments))
         usage = response.usage
         return ModelReply(
             content=message.content or "",

@@ -22,7 +22,7 @@ _ECHO_LIMIT = 200
 
 @dataclass(frozen=True)
 class _Step:
-    tool_calls: tuple[tuple[str, dict[str, Any]], ...]
+    tool_calls: tuple[tuple[str, str], ...]  # (name, the arguments' text as sent)
     content: str
     delay_ms: float
     fail: str | None
@@ -61,15 +61,19 @@ def _parse_step(index: int, raw: Any) -> _Step:
         raw_calls = []
     if not isinstance(raw_calls, list):
         raise ModelError(f"{where}: tool_calls must be a list")
-    calls: list[tuple[str, dict[str, Any]]] = []
+    calls: list[tuple[str, str]] = []
     for i, call in enumerate(raw_calls):
         if not isinstance(call, dict):
             raise ModelError(f"{where}: tool_calls[{i}] must be a JSON object")
         name, arguments = call.get("name"), call.get("arguments", {})
         if not isinstance(name, str) or not name:
             raise ModelError(f"{where}: tool_calls[{i}].name must be a non-empty string")
-        if not isinstance(arguments, dict):
-            raise ModelError(f"{where}: tool_calls[{i}].arguments must be a JSON object")
+        # An object is sent as json.dumps of it (keys in the order written), a string
+        # verbatim, so a script can produce any text a real model might (DESIGN §7).
+        if isinstance(arguments, dict):
+            arguments = json.dumps(arguments)
+        elif not isinstance(arguments, str):
+            raise ModelError(f"{where}: tool_calls[{i}].arguments must be a JSON object or a string")
         calls.append((name, arguments))
     content = raw.get("content", "")
     if not isinstance(content, str):

@@ -9,6 +9,7 @@ models add them often and they are harmless.
 
 from __future__ import annotations
 
+import json
 from typing import Any, ClassVar, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
@@ -118,11 +119,15 @@ _KINDS = {"string_type": "a string", "bool_type": "a boolean", "list_type": "a l
 
 
 def parse(model: type[A], arguments: Any) -> A | str:
-    """The validated arguments, or the error message the model gets to correct its call."""
+    """The validated arguments — from the model's text (`tool_arguments.py`) or an object
+    already parsed — or the error message the model gets to correct its call."""
+    if isinstance(arguments, str):
+        try:
+            arguments = json.loads(arguments) if arguments.strip() else {}
+        except json.JSONDecodeError:
+            return "arguments are not valid JSON; send a JSON object"
     if not isinstance(arguments, dict):
         return "arguments must be a JSON object"
-    if "_raw" in arguments:  # the provider could not parse the model's JSON
-        return "arguments are not valid JSON; send a JSON object"
     try:
         return model.model_validate({k: v for k, v in arguments.items() if v is not None})
     except ValidationError as exc:

@@ -7,7 +7,7 @@ import functools
 from collections.abc import Iterable
 from typing import Any
 
-from muster_runtime.db import decode_json, json_bytes
+from muster_runtime.process.db import decode_json, json_bytes
 from pydantic.json_schema import GenerateJsonSchema, JsonSchemaValue
 from pydantic_core import core_schema
 

@@ -1,0 +1,99 @@
+"""A consumer's fetches gated on its bell (`bells`): after an empty fetch, the next goes
+out when the consumer is rung, once it has handled its buffered records, or after the
+fallback, instead of every `fetch_max_wait_ms`.
+
+The hook: aiokafka's Fetcher runs one task per fetch (send, then store what came back; True
+when records did), and sends no other fetch to that broker while it runs. That task is
+wrapped on the fetcher instance (`aiokafka_hooks.wrap_fetch`), so waiting for the bell
+inside it holds the next fetch back. No aiokafka code is patched.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import Callable
+from typing import Any
+
+from muster_runtime.messaging.local_broker.aiokafka_hooks import (
+    Fetch,
+    consumed_signal,
+    set_fetch_wait,
+    wrap_fetch,
+)
+from muster_runtime.messaging.local_broker.bells import Bell
+
+Clock = Callable[[], float]
+
+
+class Chase:
+    """When a consumer fetches again at once rather than wait for the bell.
+
+    After records it fetches once more (more may have come meanwhile; an empty answer ends
+    it). After a ring it keeps fetching until records come, for at most `CHASE_S`: the local
+    broker acknowledges a record a little before a fetch can return it (a few milliseconds
+    on a busy machine), so a fetch sent on a ring can come back empty; the bell's fallback
+    covers a record slower than that. Records end the chase: the next publication rings
+    again, so a consumer does not keep the broker answering empty fetches in between."""
+
+    CHASE_S = 0.025
+
+    def __init__(self, clock: Clock) -> None:
+        self._clock = clock
+        self._until = 0.0
+
+    def chasing(self, fetched: bool) -> bool:
+        """After a fetch: whether to fetch again at once rather than wait for the bell."""
+        if fetched:
+            self._until = 0.0  # records came: a ring, if any, has been answered
+            return True
+        return self._clock() < self._until
+
+    def rung(self, rung: bool) -> None:
+        if rung:
+            self._until = self._clock() + self.CHASE_S
+
+
+def gate_on_bell(fetcher: Any, bell: Bell, *, busy_ms: int, fallback_s: float, clock: Clock) -> None:
+    """Make `fetcher` wait for `bell` between fetches (see the module's docstring)."""
+    chase = Chase(clock)
+    # The rings counted before the last fetch, when it brought records.
+    after_records: int | None = None
+
+    async def wait_for_bell(seen: int, consumed: Any) -> None:
+        # Cancelled when the fetcher closes or the assignment goes, as the fetch itself
+        # is: like it, end quietly (the fetcher awaits it unguarded).
+        with contextlib.suppress(asyncio.CancelledError):
+            await bell.wait_beyond(seen, fallback_s, unless=consumed)
+        rung = bell.rings > seen
+        chase.rung(rung)
+        # The fetch sent on a ring should come straight back if its records are not
+        # visible yet: the chase then asks again.
+        set_fetch_wait(fetcher, 1 if rung else busy_ms)
+
+    def gated(fetch: Fetch) -> Fetch:
+        return lambda assignment, node_id, request: fetch_or_wait(fetch, assignment, node_id, request)
+
+    async def fetch_or_wait(fetch: Fetch, assignment: Any, node_id: Any, request: Any) -> bool:
+        nonlocal after_records
+        # Set when the consumer has handled buffered records: the fetcher then has
+        # partitions to ask for again, and must not be held here.
+        consumed = consumed_signal(fetcher)
+        before, after_records = after_records, None
+        if before is not None and bell.rings == before and assignment.active:
+            # Records came and nothing was rung since: this request leaves out the
+            # partitions whose records wait to be handled. Ask for every partition at once
+            # when they have been (or on a ring), not for the rest now and those after.
+            await wait_for_bell(before, consumed)
+            return False
+        seen = bell.rings  # rung later: records may have come after the broker looked
+        fetched: bool = await fetch(assignment, node_id, request)
+        if fetched:
+            after_records = seen
+        if chase.chasing(fetched) or not assignment.active:
+            set_fetch_wait(fetcher, busy_ms)
+            return fetched
+        await wait_for_bell(seen, consumed)
+        return fetched
+
+    wrap_fetch(fetcher, gated)

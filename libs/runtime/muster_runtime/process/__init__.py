@@ -1,0 +1,3 @@
+"""The process platform: settings, database pools, tracing, logs, the event loop, the garbage
+collector's tuning, retry policies and API tokens.
+"""

@@ -1,0 +1,231 @@
+"""Process configuration: every environment variable muster reads, typed, in one place.
+
+Every service and the launcher read the same variables, so a value set for `make run`
+means the same thing in each process. Each field names its variable (`validation_alias`);
+an empty variable counts as unset. Settings are built once at startup (a service's
+entrypoint, the launcher's `main`), never at import time, and passed on from there.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from contextvars import ContextVar
+from pathlib import Path
+from typing import Any
+
+from pydantic import AliasChoices, Field, SecretStr, field_validator
+from pydantic_settings import (
+    BaseSettings,
+    EnvSettingsSource,
+    PydanticBaseSettingsSource,
+    SettingsConfigDict,
+)
+
+from muster_runtime.messaging import topics
+
+# The services `muster run` starts; `<NAME>` in the per-service variables below.
+SERVICE_NAMES = ("gateway", "harness", "subagent-worker", "recovery")
+
+
+def _var(*names: str) -> Any:
+    return AliasChoices(*names) if len(names) > 1 else names[0]
+
+
+# The environment `Settings.from_environ` reads instead of the process's own.
+_ENVIRON: ContextVar[Mapping[str, str] | None] = ContextVar("muster_settings_environ", default=None)
+
+
+class _Environ(EnvSettingsSource):
+    """Variables from a mapping (the process's environment unless one is given); a blank
+    value counts as unset, as the hand-written reads treated it."""
+
+    def __init__(self, settings_cls: type[BaseSettings], environ: Mapping[str, str]) -> None:
+        self._environ = environ
+        super().__init__(settings_cls)
+
+    def _load_env_vars(self) -> Mapping[str, str | None]:
+        # Only the variables the fields name: pydantic-settings would also read a field's
+        # own name (`model`, `tokens`…) because arguments may use it (populate_by_name).
+        known = variable_names(self.settings_cls)
+        return {name: value for name, value in self._environ.items() if name in known and value.strip()}
+
+
+def variable_names(settings_cls: type[BaseSettings]) -> frozenset[str]:
+    """Every environment variable the fields of `settings_cls` read."""
+    names: set[str] = set()
+    for field in settings_cls.model_fields.values():
+        alias = field.validation_alias
+        if isinstance(alias, str):
+            names.add(alias)
+        elif isinstance(alias, AliasChoices):
+            names.update(choice for choice in alias.choices if isinstance(choice, str))
+    return frozenset(names)
+
+
+def _default_instance_id() -> str:
+    return f"{os.uname().nodename}-{os.getpid()}"
+
+
+class Settings(BaseSettings):
+    model_config = SettingsConfigDict(
+        frozen=True,
+        case_sensitive=True,
+        extra="ignore",
+        populate_by_name=True,
+    )
+
+    # --- where things are
+    database_url: str = Field("", validation_alias=_var("DATABASE_URL"))
+    kafka_bootstrap_servers: str = Field("", validation_alias=_var("KAFKA_BOOTSTRAP_SERVERS"))
+    data_dir: Path = Field(Path(".muster"), validation_alias=_var("MUSTER_DATA_DIR"))
+    gateway_host: str = Field("127.0.0.1", validation_alias=_var("MUSTER_GATEWAY_HOST"))
+    gateway_port: int = Field(8765, validation_alias=_var("MUSTER_GATEWAY_PORT"))
+    # Off: frames are small JSON, and deflate cost the gateway a tenth of its CPU per turn.
+    ws_compression: bool = Field(False, validation_alias=_var("MUSTER_WS_COMPRESSION"))
+    instance_id: str = Field(
+        default_factory=_default_instance_id, validation_alias=_var("MUSTER_INSTANCE_ID")
+    )
+    log_level: str = Field("INFO", validation_alias=_var("MUSTER_LOG_LEVEL"))
+
+    # --- who may connect: MUSTER_TOKENS wins over MUSTER_TOKENS_FILE (runtime.tokens)
+    tokens: str = Field("", validation_alias=_var("MUSTER_TOKENS"))
+    tokens_file: str = Field("", validation_alias=_var("MUSTER_TOKENS_FILE"))
+    # The token `muster chat` uses without --token.
+    client_token: str | None = Field(None, validation_alias=_var("MUSTER_TOKEN"))
+
+    # --- models and agents
+    model: str = Field("script", validation_alias=_var("MUSTER_MODEL"))
+    agents_file: Path | None = Field(None, validation_alias=_var("MUSTER_AGENTS_FILE"))
+    openai_model: str | None = Field(None, validation_alias=_var("MUSTER_OPENAI_MODEL"))
+    openai_base_url: str | None = Field(
+        None, validation_alias=_var("MUSTER_OPENAI_BASE_URL", "OPENAI_BASE_URL")
+    )
+    openai_api_key: SecretStr | None = Field(
+        None, validation_alias=_var("MUSTER_OPENAI_API_KEY", "OPENAI_API_KEY")
+    )
+    # The scripted model's time to summarise (tests stop a process mid-compaction).
+    script_summary_delay_ms: float = Field(0.0, validation_alias=_var("MUSTER_SCRIPT_SUMMARY_DELAY_MS"))
+    # A session's model context budget (an agent definition may set its own) and the share
+    # of it past which the oldest turns are compacted before a model call.
+    context_tokens: int = Field(128_000, validation_alias=_var("MUSTER_CONTEXT_TOKENS"))
+    compaction_threshold: float = Field(0.8, gt=0, le=1, validation_alias=_var("MUSTER_COMPACTION_THRESHOLD"))
+
+    # --- Kafka
+    # Every fetch from the local broker costs it work per partition asked for (ADR 0026);
+    # with Kafka in deploy/ set it to the instances planned.
+    partitions: int = Field(topics.DEFAULT_PARTITIONS, ge=1, validation_alias=_var("MUSTER_PARTITIONS"))
+    kafka_replication_factor: int = Field(1, ge=1, validation_alias=_var("MUSTER_KAFKA_REPLICATION_FACTOR"))
+    # The local broker's tuning (`messaging.local_broker`) is on only when the broker is
+    # Tansu: `muster run` sets this when it runs the broker itself. Off, consumers use
+    # aiokafka's own fetch options and no bells.
+    local_broker: bool = Field(False, validation_alias=_var("MUSTER_LOCAL_BROKER"))
+    # Tansu may answer a waiting fetch only when fetch_max_wait_ms elapses, so each consume
+    # hop costs this much latency on the local broker; real Kafka keeps aiokafka's default.
+    kafka_fetch_max_wait_ms: int = Field(5, validation_alias=_var("MUSTER_KAFKA_FETCH_MAX_WAIT_MS"))
+    # After `kafka_idle_after_ms` without records a consumer waits this long per fetch
+    # instead (never less than the busy value), so an idle cluster does not poll the broker
+    # hundreds of times a second; the first record after idling may wait up to this long.
+    kafka_idle_fetch_max_wait_ms: int = Field(
+        200, validation_alias=_var("MUSTER_KAFKA_IDLE_FETCH_MAX_WAIT_MS")
+    )
+    kafka_idle_after_ms: int = Field(2000, validation_alias=_var("MUSTER_KAFKA_IDLE_AFTER_MS"))
+    # Fetch bells (see `bells`): set by `muster run` when it runs the broker itself (set it
+    # empty to poll instead). A consumer rung by nobody fetches again after the fallback.
+    bells_dir: Path | None = Field(None, validation_alias=_var("MUSTER_BELLS_DIR"))
+    bell_fallback_ms: int = Field(100, gt=0, validation_alias=_var("MUSTER_BELL_FALLBACK_MS"))
+    kafka_session_timeout_ms: int = Field(2000, validation_alias=_var("MUSTER_KAFKA_SESSION_TIMEOUT_MS"))
+    kafka_heartbeat_interval_ms: int = Field(500, validation_alias=_var("MUSTER_KAFKA_HEARTBEAT_INTERVAL_MS"))
+    # Recovery's consumer is a backstop (ADR 0011): a long wait costs a cascade or a late
+    # settlement this much latency, and saves polling the broker on every turn.
+    recovery_fetch_max_wait_ms: int = Field(250, validation_alias=_var("MUSTER_RECOVERY_FETCH_MAX_WAIT_MS"))
+
+    # --- runs, leases and deadlines
+    worker_concurrency: int = Field(8, validation_alias=_var("MUSTER_WORKER_CONCURRENCY"))
+    lease_ttl_s: float = Field(10.0, validation_alias=_var("MUSTER_LEASE_TTL_S"))
+    reconcile_interval_s: float = Field(2.0, validation_alias=_var("MUSTER_RECONCILE_INTERVAL_S"))
+    execution_timeout_s: float = Field(3600.0, validation_alias=_var("MUSTER_EXECUTION_TIMEOUT_S"))
+    cancel_grace_s: float = Field(30.0, validation_alias=_var("MUSTER_CANCEL_GRACE_S"))
+
+    # --- tracing: on only when an OTLP endpoint is configured (the standard OTEL_*
+    # variables; the exporter reads the rest of them itself): off, no tracer exists (ADR 0017).
+    otel_endpoint: str = Field(
+        "", validation_alias=_var("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", "OTEL_EXPORTER_OTLP_ENDPOINT")
+    )
+
+    # --- the launcher (`muster run`)
+    pg_port: int | None = Field(None, validation_alias=_var("MUSTER_PG_PORT"))
+    kafka_port: int | None = Field(None, validation_alias=_var("MUSTER_KAFKA_PORT"))
+    harness_instances: int = Field(1, ge=1, le=16, validation_alias=_var("MUSTER_HARNESS_INSTANCES"))
+    subagent_worker_instances: int = Field(
+        1, ge=1, le=16, validation_alias=_var("MUSTER_SUBAGENT_WORKER_INSTANCES")
+    )
+    recovery_instances: int = Field(1, ge=1, le=16, validation_alias=_var("MUSTER_RECOVERY_INSTANCES"))
+    service_command_gateway: str | None = Field(None, validation_alias=_var("MUSTER_SERVICE_COMMAND_GATEWAY"))
+    service_command_harness: str | None = Field(None, validation_alias=_var("MUSTER_SERVICE_COMMAND_HARNESS"))
+    service_command_subagent_worker: str | None = Field(
+        None, validation_alias=_var("MUSTER_SERVICE_COMMAND_SUBAGENT_WORKER")
+    )
+    service_command_recovery: str | None = Field(
+        None, validation_alias=_var("MUSTER_SERVICE_COMMAND_RECOVERY")
+    )
+
+    @field_validator("data_dir")
+    @classmethod
+    def _absolute(cls, value: Path) -> Path:
+        # Services run in other working directories than the launcher that set it.
+        return value.resolve()
+
+    @property
+    def workspaces_dir(self) -> Path:
+        return self.data_dir / "workspaces"
+
+    @classmethod
+    def settings_customise_sources(
+        cls,
+        settings_cls: type[BaseSettings],
+        init_settings: PydanticBaseSettingsSource,
+        env_settings: PydanticBaseSettingsSource,
+        dotenv_settings: PydanticBaseSettingsSource,
+        file_secret_settings: PydanticBaseSettingsSource,
+    ) -> tuple[PydanticBaseSettingsSource, ...]:
+        # Arguments first, then the environment; no dotenv or secrets files.
+        given = _ENVIRON.get()
+        return init_settings, _Environ(settings_cls, os.environ if given is None else given)
+
+    @classmethod
+    def from_env(cls) -> Settings:
+        """The settings of this process's environment."""
+        return cls()
+
+    @classmethod
+    def from_environ(cls, environ: Mapping[str, str]) -> Settings:
+        """The settings an environment would give, e.g. one the launcher composes for a
+        child; unlike `from_env`, the process's own environment is not consulted."""
+        token = _ENVIRON.set(environ)
+        try:
+            return cls()
+        finally:
+            _ENVIRON.reset(token)
+
+    @classmethod
+    def of(cls, source: Settings | Mapping[str, str]) -> Settings:
+        """`source` itself, or the settings of an environment given as a mapping."""
+        return source if isinstance(source, Settings) else cls.from_environ(source)
+
+    def instances(self, service: str) -> int:
+        """How many instances of a service `muster run` starts; the gateway owns the port."""
+        if service == "gateway":
+            return 1
+        return int(getattr(self, f"{_field(service)}_instances"))
+
+    def service_command(self, service: str) -> str | None:
+        """The command line that replaces `.venv/bin/muster-<service>`, if one is set."""
+        value = getattr(self, f"service_command_{_field(service)}")
+        return str(value) if value else None
+
+
+def _field(service: str) -> str:
+    if service not in SERVICE_NAMES:
+        raise ValueError(f"unknown service {service!r}")
+    return service.replace("-", "_")

@@ -1,0 +1,76 @@
+"""The gateway's live-event consumer: the Kafka broker whose subscriber hands `muster.events`
+records to the WebSocket hub (and LOCAL clients' tool requests to `LocalTools`). Built by the
+composition root for the service and by the AsyncAPI generator for the contract."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from faststream import AckPolicy
+from faststream.kafka import KafkaBroker
+from faststream.kafka.annotations import KafkaMessage
+from muster_runtime.messaging import topics
+from muster_runtime.messaging.consuming import BATCH_OPTIONS, records_of
+from muster_runtime.messaging.kafka import consumer_options
+from muster_runtime.messaging.service import make_broker, the_message
+from muster_runtime.process.settings import Settings
+
+from muster_gateway import streams
+from muster_gateway.fanout import Hub
+from muster_gateway.local_tools import LocalTools
+
+LIVE_EVENTS = "gateway-live-events"  # the subscriber's AsyncAPI title
+TOOL_REQUESTED = b'"ToolRequested"'
+
+
+def acts_on(hub: Hub, local: LocalTools | None) -> Callable[[bytes], bool]:
+    """Which `muster.events` keys the live consumer acts on: a watched stream's, and any
+    while a LOCAL client is attached. A ring naming none of them does not wake it: those
+    records wait for its next fetch (ADR 0026)."""
+
+    def relevant(key: bytes) -> bool:
+        return hub.is_watched(key.decode(errors="replace")) or (local is not None and local.connected() > 0)
+
+    return relevant
+
+
+def build_broker(settings: Settings, hub: Hub, local: LocalTools | None = None) -> KafkaBroker:
+    """The live-event consumer. Its own group per instance: every gateway must see every
+    event, since any of them may hold a subscriber of any session."""
+    # Our log format (per-message lines only at DEBUG), adaptive fetch wait, patient start;
+    # woken only by rings for records it acts on.
+    broker = make_broker(settings, "gateway", bell_relevant=acts_on(hub, local))
+
+    # `**consumer_options` makes mypy fall back to an untyped overload of `subscriber`.
+    @broker.subscriber(  # type: ignore[untyped-decorator]
+        topics.EVENTS,
+        group_id=f"gateway-{settings.instance_id}",
+        ack_policy=AckPolicy.ACK,
+        decoder=the_message,
+        title=LIVE_EVENTS,
+        description="Live events for WebSocket subscribers: a record (keyed by its stream id) "
+        "that directly follows a subscriber's cursor is handed out as it is; otherwise it names "
+        "a stream that moved, and the gateway reads the new events from the event store.",
+        **BATCH_OPTIONS,
+        **consumer_options(settings),
+    )
+    async def on_events(msg: KafkaMessage) -> None:
+        # The record key is the stream id: only records of watched streams are parsed. A
+        # keyless record cannot name a stream; skipping it loses nothing (the store is read
+        # on the next ring or poll), nor does one that carries no event (the store is read).
+        records = records_of(msg.raw_message)
+        for record in records:
+            stream_id = record.key.decode(errors="replace") if record.key else None
+            if stream_id is None or not hub.is_watched(stream_id):
+                continue
+            row = streams.published_row(record.value)
+            if row is None:
+                hub.ring(stream_id)
+            else:
+                hub.offer(stream_id, row)
+        # A LOCAL client's tool request: a byte search, so other records cost no parsing.
+        for record in records:
+            if local is not None and record.key and record.value and TOOL_REQUESTED in record.value:
+                local.requested(record.key.decode(errors="replace"))
+
+    return broker
