@@ -72,8 +72,23 @@ class Console:
         self.errors: list[str] = []
         self.urls: list[str] = []
         page.on("pageerror", lambda exc: self.errors.append(str(exc)))
-        page.on("request", lambda req: self.urls.append(req.url))
+        self.api_requests: list[Any] = []
+        page.on("request", self._on_request)
         page.on("websocket", lambda ws: self.urls.append(ws.url))
+
+    def _on_request(self, request: Any) -> None:
+        self.urls.append(request.url)
+        if "/v1/" in request.url and request.resource_type in ("fetch", "xhr"):
+            self.api_requests.append(request)
+
+    def unauthenticated_api_calls(self) -> list[str]:
+        """REST calls the page made without a bearer header (the token is in none of the URLs)."""
+        missing = []
+        for request in self.api_requests:
+            value = request.all_headers().get("authorization", "")
+            if not value.startswith("Bearer ") or len(value) <= len("Bearer "):
+                missing.append(f"{request.method} {request.url}")
+        return missing
 
     def sign_in(self, token: str) -> None:
         self.page.goto(self.base_url + "/")

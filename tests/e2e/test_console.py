@@ -34,7 +34,10 @@ def console(browser: Any, cluster: Any, shots: Path) -> Iterator[Console]:  # no
     page = context.new_page()
     c = Console(page, cluster.gateway_url, shots)
     yield c
+    unauthenticated = c.unauthenticated_api_calls()
+    calls = len(c.api_requests)
     context.close()
+    assert calls > 0 and not unauthenticated, unauthenticated
     assert not c.errors, c.errors
     # The token is never put in a URL (page, REST or WebSocket).
     assert not [u for u in c.urls if "tok-" in u], c.urls

@@ -100,7 +100,8 @@ function Assistant({ message, tools, state, onOpenChild }) {
 function Round({ round, sessionId, tools, state, readOnly, onOpenChild, onFork, compactionAt }) {
   const [timeline, setTimeline] = useState(false);
   const last = round.items[round.items.length - 1];
-  const running = isActive(state.phase) && last === state.messages[state.messages.length - 1];
+  const isLast = last === state.messages[state.messages.length - 1];
+  const running = isActive(state.phase) && isLast;
   return html`<section class="round" aria-label=${'Round ' + round.first.seq}>
     ${round.items.map((m) => m.role === 'USER'
       ? html`<div class="msg user" data-role="USER" data-message-id=${m.messageId}><div class="who">You · ${shortTime(m.createdAt)}</div><div class="text">${m.content}</div></div>`
@@ -110,7 +111,8 @@ function Round({ round, sessionId, tools, state, readOnly, onOpenChild, onFork, 
       ${readOnly ? null : html`<button class="link" onClick=${() => onFork(last.messageId)} aria-label=${'Fork to side task from round ' + round.first.seq}>Fork to side task</button>`}
       <button class="link" aria-expanded=${timeline} onClick=${() => setTimeline(!timeline)}>Timeline</button>
     </div>
-    <${RoundFiles} sessionId=${sessionId} messageId=${round.first.messageId} running=${running} />
+    <${RoundFiles} sessionId=${sessionId} messageId=${round.first.messageId} running=${running}
+      version=${isLast ? state.fileChanges.length + Object.values(state.executions).filter((x) => x.status !== 'RUNNING').length : 0} />
     ${timeline ? html`<${Timeline} sessionId=${sessionId} userMessageId=${round.first.messageId} />` : null}
   </section>`;
 }

@@ -16,7 +16,9 @@ function source(s) {
   return s.type === 'MAIN' ? 'MAIN' : `${s.agentType || 'subagent'} (subagent)`;
 }
 
-export function RoundFiles({ sessionId, messageId, running }) {
+// `version` grows with the live file changes and finished children of the latest round, so
+// an open panel follows them as they arrive.
+export function RoundFiles({ sessionId, messageId, running, version }) {
   const [open, setOpen] = useState(false);
   const [items, setItems] = useState(null);
   const [error, setError] = useState(null);
@@ -28,7 +30,7 @@ export function RoundFiles({ sessionId, messageId, running }) {
       (err) => { if (alive) setError(err); },
     );
     return () => { alive = false; };
-  }, [open, running, sessionId, messageId]);
+  }, [open, running, version, sessionId, messageId]);
   const count = items ? ` · ${items.length} file${items.length === 1 ? '' : 's'}` : '';
   return html`<details class="files" onToggle=${(e) => setOpen(e.currentTarget.open)}>
     <summary>File changes${count}</summary>
