@@ -97,6 +97,14 @@ def test_two_subagents_tabs_cards_files_timeline_and_fork(console: Console, clus
     expect(conv.locator("[data-role=ASSISTANT]").last).to_contain_text("both children finished")
     console.shot("conversation")
     assert console.axe(".tabs-area") == []
+    # The tabs follow the arrow keys.
+    main_tab = page.get_by_role("tab", name=re.compile("Main"))
+    main_tab.focus()
+    page.keyboard.press("ArrowRight")
+    expect(sub_tabs.nth(0)).to_have_attribute("aria-selected", "true")
+    expect(sub_tabs.nth(0)).to_be_focused()
+    page.keyboard.press("ArrowLeft")
+    expect(main_tab).to_have_attribute("aria-selected", "true")
 
     # The round's file changes: merged paths with their sources.
     conv.locator(".files > summary").first.click()
