@@ -384,3 +384,25 @@ def test_queue_cancel_manage_compact(console: Console, cluster: Any) -> None:
     page.locator(f".card[data-session-id='{session_id}']").get_by_role("button", name="Delete managed").click()
     expect(page.locator(f".card[data-session-id='{session_id}']")).to_have_count(0)
     expect(cards.first).to_be_visible()
+
+
+def test_a_subagents_approval_is_answered_in_its_tab(console: Console, cluster: Any) -> None:
+    page = console.page
+    console.sign_in(cluster.tokens["alice"])
+    child = script({"tool_calls": [write("child.txt", "c\n")]}, {"content": "child wrote"})
+    session_id = console.start_session(script({"tool_calls": [delegate("coder", child)]}, {"content": "parent done"}),
+                                       permission="ask")
+    page.get_by_role("region", name="Approval request for delegate").get_by_role("button", name="Approve").click()
+    sub = page.locator("[role=tab][data-kind=sub]")
+    expect(sub).to_have_count(1)
+    expect(sub.get_by_label("waiting for you")).to_be_visible()  # the tab says where the wait is
+    card = page.locator(".delegation")
+    expect(card.locator(".phase")).to_have_attribute("data-phase", "WAITING_APPROVAL")
+    sub.click()
+    child_panel = page.locator("[role=tabpanel]:not([hidden])")
+    child_panel.get_by_role("region", name="Approval request for write_file").get_by_role("button", name="Approve").click()
+    page.get_by_role("tab", name=re.compile("Main")).click()
+    expect(page.locator("[data-role=ASSISTANT]").filter(has_text="parent done")).to_have_count(1)
+    expect(card.locator(".phase")).to_have_attribute("data-phase", "COMPLETED")
+    expect(sub.get_by_label("waiting for you")).to_have_count(0)
+    assert (cluster.data_dir / "workspaces" / session_id / "child.txt").read_text() == "c\n"

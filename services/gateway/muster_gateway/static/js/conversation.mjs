@@ -6,7 +6,7 @@ import { markdownHtml } from './markdown.mjs';
 import { RoundFiles } from './files.mjs';
 import { Timeline } from './timeline.mjs';
 import { SessionHeader } from './header.mjs';
-import { useSessionStream } from './stream.mjs';
+import { useSessionStream, useSessionPhase } from './stream.mjs';
 
 function Markdown({ text }) {
   return html`<div class="md" dangerouslySetInnerHTML=${{ __html: markdownHtml(text) }}></div>`;
@@ -54,10 +54,13 @@ function Question({ sessionId, question }) {
 function DelegationCard({ call, args, result, child, execution, onOpenChild }) {
   const status = execution?.status || (result ? (result.success ? 'COMPLETED' : 'FAILED') : 'RUNNING');
   const followup = call.function.name === 'delegate_followup';
+  // While the run lasts, the child's own phase says more (e.g. waiting for an approval).
+  const childPhase = useSessionPhase(child?.childSessionId);
+  const shown = status === 'RUNNING' && childPhase && childPhase !== 'COMPLETED' ? childPhase : status;
   return html`<article class="delegation" aria-label=${'Delegation to ' + (child?.agentType || args?.agent_type || 'subagent')} data-status=${status}>
     <header>
       <span class="agent">${followup ? 'Follow-up · ' : ''}${child?.agentType || args?.agent_type || 'subagent'}</span>
-      <${Phase} phase=${status} />
+      <${Phase} phase=${shown} />
       ${child ? html`<button class="link" onClick=${() => onOpenChild(child.childSessionId, child.agentType)}>View process</button>` : null}
     </header>
     <details><summary>Task</summary><pre>${args?.task || ''}</pre></details>

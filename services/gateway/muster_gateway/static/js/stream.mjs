@@ -1,7 +1,7 @@
 // One session's state: the REST window of its history, merged with its live events.
 // Subscribe first, then read REST: events newer than the subscription point may also be in
 // the REST page, so everything is keyed (messageId, approvalId, …) and merged, never appended.
-import { useEffect, useReducer } from './ui.mjs';
+import { useEffect, useReducer, useState } from './ui.mjs';
 import { get, enc, socket } from './api.mjs';
 
 const ROUNDS = 20;
@@ -138,8 +138,29 @@ async function loadAll(sessionId) {
   };
 }
 
+// The phase each open session last showed, shared across tabs: a delegation card in the
+// parent shows its child's phase (waiting for approval, …) from the child's own tab.
+const phases = new Map();
+const phaseListeners = new Set();
+
+export function useSessionPhase(sessionId) {
+  const [phase, setPhase] = useState(phases.get(sessionId) ?? null);
+  useEffect(() => {
+    const listener = (id, value) => { if (id === sessionId) setPhase(value); };
+    phaseListeners.add(listener);
+    setPhase(phases.get(sessionId) ?? null);
+    return () => phaseListeners.delete(listener);
+  }, [sessionId]);
+  return phase;
+}
+
 export function useSessionStream(sessionId) {
   const [state, dispatch] = useReducer(trackPhase, initial);
+  useEffect(() => {
+    if (!state.loaded && !state.phaseSeen) return;
+    phases.set(sessionId, state.phase);
+    for (const fn of phaseListeners) fn(sessionId, state.phase);
+  }, [sessionId, state.phase, state.loaded]);
   useEffect(() => {
     let alive = true;
     let loading = false;
