@@ -2,6 +2,13 @@
 // promote, and an archived filter.
 import { html, useState, useEffect, ErrorNote, Phase, navigate } from './ui.mjs';
 import { get, rest, enc } from './api.mjs';
+import { useSessionPhase } from './stream.mjs';
+
+// An open side task's tab knows its phase before the listing is read again.
+function LivePhase({ sessionId, phase }) {
+  const live = useSessionPhase(sessionId);
+  return html`<${Phase} phase=${live ?? phase} />`;
+}
 
 export function Inspector({ rootId, version, onOpen }) {
   const [items, setItems] = useState([]);
@@ -29,7 +36,7 @@ export function Inspector({ rootId, version, onOpen }) {
     ${items.length === 0 ? html`<p class="muted">${archived ? 'No archived side tasks.' : 'No side tasks yet.'}</p>` : null}
     <ul class="side-list">${items.map((s) => html`<li key=${s.sessionId} data-session-id=${s.sessionId}>
       <button class="link side-open" onClick=${() => onOpen(s.sessionId)}>${s.title || 'Untitled side task'}</button>
-      <${Phase} phase=${s.phase} />${s.unread ? html`<span class="dot" aria-label="unread"></span>` : null}
+      <${LivePhase} sessionId=${s.sessionId} phase=${s.phase} />${s.unread ? html`<span class="dot" aria-label="unread"></span>` : null}
       <div class="row small">
         <button class="link" onClick=${() => rename(s)} aria-label=${'Rename ' + (s.title || 'side task')}>Rename</button>
         ${archived
