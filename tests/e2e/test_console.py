@@ -105,6 +105,14 @@ def test_two_subagents_tabs_cards_files_timeline_and_fork(console: Console, clus
     expect(sub_tabs.nth(0)).to_be_focused()
     page.keyboard.press("ArrowLeft")
     expect(main_tab).to_have_attribute("aria-selected", "true")
+    # Closing a subagent's tab (Delete) and reopening it from its card keeps the same child.
+    coder_id = sub_tabs.nth(0).get_attribute("data-session-id")
+    sub_tabs.nth(0).focus()
+    page.keyboard.press("Delete")
+    expect(sub_tabs).to_have_count(1)
+    conv.locator(".delegation").nth(0).get_by_role("button", name="View process").click()
+    expect(page.locator(f"[role=tab][data-session-id='{coder_id}'][aria-selected=true]")).to_have_count(1)
+    page.get_by_role("tab", name=re.compile("Main")).click()
 
     # The round's file changes: merged paths with their sources.
     conv.locator(".files > summary").first.click()
@@ -137,7 +145,7 @@ def test_two_subagents_tabs_cards_files_timeline_and_fork(console: Console, clus
     console.shot("timeline")
 
     # A subagent's tab: its own read-only stream.
-    sub_tabs.nth(0).click()
+    page.locator(f"[role=tab][data-session-id='{coder_id}']").click()
     child_panel = page.locator("[role=tabpanel]:not([hidden]) .conversation")
     expect(child_panel.locator("[data-role=ASSISTANT]").last).to_contain_text("wrote a.py")
     expect(child_panel.locator(".composer")).to_have_count(0)
