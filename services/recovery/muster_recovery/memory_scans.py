@@ -7,13 +7,13 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 from uuid import UUID
 
+from muster_agent.barrier import TERMINAL
 from muster_runtime.uow import memory_trees
 from muster_runtime.uow.memory_uow import MemoryStore
-from muster_runtime.uow.unit_of_work import OPEN_STATUSES, RUNNING_PHASES, WAITING_PHASES, Row
+from muster_runtime.uow.unit_of_work import OPEN_STATUSES, RUNNING_PHASES, WAITING_PHASES
 
 from muster_recovery.scan_port import ExecutionsDue, Placement, RecoveryScans, SessionsDue
 
-TERMINAL = ("COMPLETED", "FAILED", "CANCELLED")
 LIMIT = 500  # as each PostgreSQL scan
 
 
@@ -57,7 +57,11 @@ class MemoryScans(RecoveryScans):
         tables = self._store.state.tables
         idle_since = at - timedelta(seconds=grace_s)
         grace = timedelta(seconds=cancel_grace_s)
-        open_runs = [(e, self._child(e)) for e in tables.executions.values() if e["status"] in OPEN_STATUSES]
+        open_runs = [
+            (e, tables.sessions[e["child_session_id"]])
+            for e in tables.executions.values()
+            if e["status"] in OPEN_STATUSES and e["child_session_id"] in tables.sessions
+        ]
         orphaned = [
             e["execution_id"]
             for e, child in open_runs
@@ -108,6 +112,3 @@ class MemoryScans(RecoveryScans):
     def _leased(self, resource_id: str, at: datetime) -> bool:
         held = self._store.state.leases.get(resource_id)
         return held is not None and held[1] > at
-
-    def _child(self, execution: Row) -> Row:
-        return self._store.state.tables.sessions[execution["child_session_id"]]
