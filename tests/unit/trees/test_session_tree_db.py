@@ -11,8 +11,13 @@ from muster_contracts import events as ev
 from muster_gateway import management, queries, tree_queries
 from muster_gateway.errors import GatewayError
 from muster_recovery import tree_status
+from muster_recovery.placements import Placements
+from muster_recovery.postgres_scans import PostgresScans
+from muster_recovery.scan_port import Placement
 from muster_runtime.process.db import Pool
 from muster_runtime.store import rebuild
+
+from tests.databases import uows
 
 from .side_support import USER, append, main_session, side, user
 
@@ -131,15 +136,15 @@ async def test_tree_signals_follow_the_deepest_side_task(pool: Pool) -> None:
         return item["treeRunning"], item["treeUnread"]
 
     await append(pool, c, ev.SessionPhaseChanged(phase="RUNNING"))
-    assert await tree_status.refresh(pool, main) is True
-    assert await tree_status.refresh(pool, main) is False  # nothing changed: nothing recorded
+    assert await tree_status.refresh(uows(pool), main) is True
+    assert await tree_status.refresh(uows(pool), main) is False  # nothing changed: nothing recorded
     assert await signals() == (True, False)
     await append(pool, c, ev.SessionPhaseChanged(phase="COMPLETED"))
-    await tree_status.refresh(pool, main)
+    await tree_status.refresh(uows(pool), main)
     assert await signals() == (False, True)
     assert (await queries.get_session(pool, USER, str(c)))["unread"] is True
     await management.mark_read(pool, USER, str(c))
-    await tree_status.refresh(pool, main)
+    await tree_status.refresh(uows(pool), main)
     assert await signals() == (False, False)
     kinds = [r["type"] for r in await pool.fetch(
         "SELECT type FROM events WHERE stream_id = $1 ORDER BY position", str(main))]
@@ -185,9 +190,9 @@ async def test_reconciliation_records_a_signal_whose_event_was_lost(pool: Pool) 
     task = await side(pool, main)
     await append(pool, task, ev.SessionPhaseChanged(phase="RUNNING"))  # no event consumed: lost
     assert await pool.fetchval("SELECT tree_running FROM sessions WHERE session_id = $1", main) is False
-    assert await tree_status.reconcile(pool) >= 1
+    assert await tree_status.reconcile(uows(pool), PostgresScans(pool)) >= 1
     assert await pool.fetchval("SELECT tree_running FROM sessions WHERE session_id = $1", main) is True
-    assert await tree_status.reconcile(pool) == 0
+    assert await tree_status.reconcile(uows(pool), PostgresScans(pool)) == 0
 
 
 async def test_archived_and_deleted_subtrees_leave_the_signals(pool: Pool) -> None:
@@ -228,7 +233,7 @@ async def test_pending_waits_count_anywhere_in_the_tree_and_a_lost_signal_is_rec
     question = UUID(int=110)
     await append(pool, task, we.QuestionAsked(question_id=question, tool_call_id="q", question="?"))
     assert await counts() == (3, 1)
-    assert await tree_status.reconcile(pool) >= 1  # no event consumed: the lost signal is made up
+    assert await tree_status.reconcile(uows(pool), PostgresScans(pool)) >= 1  # no event consumed: the lost signal is made up
     assert await pool.fetchval("SELECT pending_approvals FROM sessions WHERE session_id = $1", main) == 3
     await append(pool, child, we.ApprovalResolved(approval_id=approvals[child], decision="approve"))
     await append(pool, task, we.QuestionResolved(question_id=question, outcome="dropped"))
@@ -238,15 +243,16 @@ async def test_pending_waits_count_anywhere_in_the_tree_and_a_lost_signal_is_rec
     await rebuilds(pool)
 
 
-class CountingPool:
-    """The pool, counting the placement reads that reach the database."""
+class CountingScans(PostgresScans):
+    """The scans, counting the placement reads that reach the database."""
 
     def __init__(self, pool: Pool) -> None:
-        self.pool, self.reads = pool, 0
+        super().__init__(pool)
+        self.reads = 0
 
-    async def fetchrow(self, query: str, *args: object) -> object:
+    async def placement(self, session_id: UUID) -> Placement | None:
         self.reads += 1
-        return await self.pool.fetchrow(query, *args)
+        return await super().placement(session_id)
 
 
 async def test_placements_that_cannot_change_are_read_once_and_the_others_every_time(pool: Pool) -> None:
@@ -258,9 +264,9 @@ async def test_placements_that_cannot_change_are_read_once_and_the_others_every_
         await append(pool, child, ev.SessionCreated(session_id=child, user_id=USER, session_type="SUBAGENT",
                                                     parent_session_id=parent, root_session_id=main))
         placed[name] = child
-    placements, counting = tree_status.Placements(), CountingPool(pool)
+    placements, counting = Placements(), CountingScans(pool)
     for _ in range(3):
         for sid in (main, placed["direct"], task, placed["under_task"]):
-            row = await placements.of(counting, sid)  # type: ignore[arg-type]
-            assert row is not None and row["root_session_id"] == main
+            row = await placements.of(counting, sid)
+            assert row is not None and row.root_session_id == main
     assert counting.reads == 2 + 2 * 3  # the root and its subagent once; the others each time

@@ -22,7 +22,9 @@ from muster_contracts.envelope import Envelope
 
 from muster_runtime.store import lineage
 from muster_runtime.store.eventstore import ConcurrencyError, Recorded, StoredEvent
+from muster_runtime.uow import memory_trees
 from muster_runtime.uow.memory_projection import Tables, project
+from muster_runtime.uow.recovery_views import TreeStatus
 from muster_runtime.uow.unit_of_work import (
     OPEN_STATUSES,
     RUNNING_PHASES,
@@ -338,3 +340,9 @@ class InMemoryUnitOfWork(AbstractUnitOfWork):
     async def lease_live(self, resource_id: str, now: datetime) -> bool | None:
         held = self._work.leases.get(resource_id)
         return None if held is None else held[1] > now
+
+    # -- recovery's reads -----------------------------------------------------------------
+
+    async def tree_status(self, root_session_id: UUID) -> TreeStatus | None:
+        found = memory_trees.nodes(self._work.streams)
+        return memory_trees.status(found, self._tables.waits.values(), root_session_id)

@@ -33,7 +33,7 @@ from muster_runtime.messaging import dispatch, outbox
 from muster_runtime.process.db import Connection, Pool
 from muster_runtime.store import eventstore
 from muster_runtime.store.eventstore import StoredEvent
-from muster_runtime.uow import batched, leases, quiet_close, tracking
+from muster_runtime.uow import batched, leases, postgres_trees, quiet_close, tracking
 from muster_runtime.uow.postgres_queries import (
     CLAIM_RUNNING_SESSION,
     CLAIM_SESSION,
@@ -46,6 +46,7 @@ from muster_runtime.uow.postgres_queries import (
     claimed_state,
     snapshot,
 )
+from muster_runtime.uow.recovery_views import TreeStatus
 from muster_runtime.uow.unit_of_work import (
     OPEN_STATUSES,
     RUNNING_PHASES,
@@ -400,3 +401,8 @@ class PostgresUnitOfWork(AbstractUnitOfWork):
             "SELECT expires_at > $2::timestamptz FROM leases WHERE resource_id = $1", resource_id, now
         )
         return live
+
+    # -- recovery's reads -----------------------------------------------------------------
+
+    async def tree_status(self, root_session_id: UUID) -> TreeStatus | None:
+        return await postgres_trees.tree_status(await self._reader(), root_session_id)

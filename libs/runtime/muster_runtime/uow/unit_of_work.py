@@ -30,6 +30,7 @@ from muster_contracts.envelope import Envelope
 from muster_contracts.events import DomainEvent
 
 from muster_runtime.store.eventstore import Recorded, StoredEvent
+from muster_runtime.uow.recovery_views import TreeStatus
 
 Row = dict[str, Any]
 OPEN_STATUSES = ("RUNNING", "RECOVERING")  # an execution's
@@ -278,6 +279,14 @@ class AbstractUnitOfWork(abc.ABC):
     @abc.abstractmethod
     async def lease_live(self, resource_id: str, now: datetime) -> bool | None:
         """Whether the lease on `resource_id` is live at `now`; None: nobody ever held it."""
+
+    # -- recovery's reads -----------------------------------------------------------------
+
+    @abc.abstractmethod
+    async def tree_status(self, root_session_id: UUID) -> TreeStatus | None:
+        """The root's tree signals as recorded on its stream and as its tree adds up now
+        (None: not a live root). Read under the root's lock, it decides whether a
+        `SessionTreeStatusChanged` is due."""
 
 
 UnitOfWorkFactory = Callable[[], AbstractUnitOfWork]
