@@ -10,6 +10,7 @@ import asyncio
 import logging
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from contextlib import AsyncExitStack, asynccontextmanager
+from functools import partial
 from typing import Any
 
 from fastapi import FastAPI, Request
@@ -22,6 +23,7 @@ from muster_runtime.messaging.outbox import OutboxRelay
 from muster_runtime.process import retrying, tracing
 from muster_runtime.process.db import Pool, create_pool
 from muster_runtime.process.settings import Settings
+from muster_runtime.uow.postgres_uow import PostgresUnitOfWork
 
 from muster_gateway import rest, rest_sessions, rest_waits, streams, ws
 from muster_gateway.asyncapi import asyncapi_schema
@@ -33,6 +35,8 @@ from muster_gateway.local_tools import LocalTools
 from muster_gateway.metrics import Metrics
 
 log = logging.getLogger("muster.gateway")
+
+
 async def _supervise(name: str, run: Callable[[], Awaitable[Any]]) -> None:
     """Keep a background loop alive across transient failures (database restarts…); a run
     that returns is started again at once, with the backoff starting over."""
@@ -105,7 +109,8 @@ def build_app(settings: Settings, *, tokens: Mapping[str, str], kafka: bool = Tr
                 stack.push_async_callback(broker.stop)
             background("fanout-poller", hub.run_poller)
             background("local-tools-poller", local.run_poller)
-            app.state.gateway = Gateway(settings, auth, metrics, pool, hub, local)
+            uows = partial(PostgresUnitOfWork, pool)
+            app.state.gateway = Gateway(settings, auth, metrics, pool, hub, local, uows)
             log.info("gateway_started instance_id=%s kafka=%s", settings.instance_id, kafka)
             try:
                 yield

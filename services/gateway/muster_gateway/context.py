@@ -7,6 +7,7 @@ from typing import cast
 
 from muster_runtime.process.db import Pool
 from muster_runtime.process.settings import Settings
+from muster_runtime.uow.unit_of_work import UnitOfWorkFactory
 from starlette.applications import Starlette
 
 from muster_gateway.auth import Authenticator
@@ -24,6 +25,7 @@ class Gateway:
     pool: Pool
     hub: Hub
     local: LocalTools
+    uows: UnitOfWorkFactory  # what the decisions run on (one unit of work per decision)
 
 
 def gateway_of(app: Starlette) -> Gateway:

@@ -16,19 +16,13 @@ from muster_gateway.errors import GatewayError, not_found
 from muster_gateway.file_change_merge import Change
 from muster_gateway.file_changes import changes_by_message, turn_summary
 from muster_gateway.frames import client_phase, client_status, iso, message_data
+from muster_gateway.ids import parse_session_id as parse_session_id  # re-exported for the edges
 
 _SESSION_COLUMNS = """session_id, title, session_type, parent_session_id, root_session_id,
     phase, last_error, agent_type, model_id, created_at, updated_at, permission_level,
     execution_mode, context_mode, archived, session_type <> 'SUBAGENT'
         AND coalesce(turn_ended_position, 0) > coalesce(read_position, 0) AS unread"""
 SESSION_COLUMNS = _SESSION_COLUMNS
-
-
-def parse_session_id(raw: str) -> UUID:
-    try:
-        return UUID(raw)
-    except (ValueError, TypeError, AttributeError):
-        raise not_found() from None
 
 
 async def owned(

@@ -137,7 +137,7 @@ async def compact_session(gw: GW, user: User, session_id: str) -> dict[str, Any]
     """Compact an idle session now: every turn but the latest is summarised by the
     session's model (`compaction_recorded` follows on its stream). `conflict` while a turn
     runs; messages stay stored, only the model's context shrinks."""
-    return await commands.request_compaction(gw.pool, user, session_id)
+    return await commands.request_compaction(gw.uows, user, session_id)
 
 
 @router.get("/healthz", response_model=schemas.Health, responses={503: {"model": schemas.Health}})

@@ -77,27 +77,27 @@ Handler = Callable[[Gateway, Client, Frame], Awaitable[None]]
 
 
 async def _create_session(gw: Gateway, client: Client, frame: Frame) -> None:
-    ack = await commands.create_session(gw.pool, client.user_id, frame.data, gw.settings.workspaces_dir)
+    ack = await commands.create_session(gw.uows, client.user_id, frame.data, gw.settings.workspaces_dir)
     client.reply("ack", frame.id, ack)
     gw.hub.subscribe(client, ack["sessionId"], Cursor(0, 0))  # all of its events, in order
 
 
 async def _create_side_session(gw: Gateway, client: Client, frame: Frame) -> None:
     assert frame.session_id is not None
-    ack = await side_sessions.create_side_session(gw.pool, client.user_id, frame.session_id, frame.data)
+    ack = await side_sessions.create_side_session(gw.uows, client.user_id, frame.session_id, frame.data)
     client.reply("ack", frame.id, ack)
     gw.hub.subscribe(client, ack["sessionId"], Cursor(0, 0))  # all of its events, in order
 
 
 async def _send_message(gw: Gateway, client: Client, frame: Frame) -> None:
     assert frame.session_id is not None
-    ack = await commands.send_message(gw.pool, client.user_id, frame.session_id, frame.data)
+    ack = await commands.send_message(gw.uows, client.user_id, frame.session_id, frame.data)
     client.reply("ack", frame.id, ack)
 
 
 async def _cancel(gw: Gateway, client: Client, frame: Frame) -> None:
     assert frame.session_id is not None
-    client.reply("ack", frame.id, await commands.cancel(gw.pool, client.user_id, frame.session_id))
+    client.reply("ack", frame.id, await commands.cancel(gw.uows, client.user_id, frame.session_id))
 
 
 async def _subscribe(gw: Gateway, client: Client, frame: Frame) -> None:

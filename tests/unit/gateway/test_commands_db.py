@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+from functools import partial
 from pathlib import Path
 from typing import Any
 from uuid import UUID, uuid4
@@ -14,6 +15,12 @@ from muster_gateway.errors import SESSION_NOT_FOUND, GatewayError
 from muster_gateway.protocol import CreateSessionData, SendMessageData
 from muster_runtime.process.db import Pool
 from muster_runtime.store import eventstore
+from muster_runtime.uow.postgres_uow import PostgresUnitOfWork
+from muster_runtime.uow.unit_of_work import UnitOfWorkFactory
+
+
+def uows(pool: Pool) -> UnitOfWorkFactory:
+    return partial(PostgresUnitOfWork, pool)
 
 
 async def append(pool: Pool, session_id: str, *events: DomainEvent) -> None:
@@ -24,7 +31,7 @@ async def append(pool: Pool, session_id: str, *events: DomainEvent) -> None:
 
 
 async def new_session(pool: Pool, tmp_path: Path, user: str = "alice", **data: Any) -> str:
-    ack = await commands.create_session(pool, user, CreateSessionData(**data), tmp_path)
+    ack = await commands.create_session(uows(pool), user, CreateSessionData(**data), tmp_path)
     return str(ack["sessionId"])
 
 
@@ -44,8 +51,7 @@ async def event_types(pool: Pool, session_id: str) -> list[str]:
 
 
 async def test_create_session_without_content(pool: Pool, tmp_path: Path) -> None:
-    ack = await commands.create_session(
-        pool, "alice", CreateSessionData(title="plan", agentType="coder"), tmp_path
+    ack = await commands.create_session(uows(pool), "alice", CreateSessionData(title="plan", agentType="coder"), tmp_path
     )
     sid = ack["sessionId"]
     assert set(ack) == {"sessionId"}
@@ -62,8 +68,7 @@ async def test_create_session_without_content(pool: Pool, tmp_path: Path) -> Non
 async def test_create_session_with_content_posts_and_processes(
     pool: Pool, tmp_path: Path
 ) -> None:
-    ack = await commands.create_session(
-        pool, "alice", CreateSessionData(content="hi", clientMessageId="c0"), tmp_path
+    ack = await commands.create_session(uows(pool), "alice", CreateSessionData(content="hi", clientMessageId="c0"), tmp_path
     )
     sid = ack["sessionId"]
     assert await event_types(pool, sid) == ["SessionCreated", "UserMessageQueued"]
@@ -77,10 +82,10 @@ async def test_create_session_with_content_posts_and_processes(
 
 async def test_send_message_reports_queued_by_phase(pool: Pool, tmp_path: Path) -> None:
     sid = await new_session(pool, tmp_path)
-    ack = await commands.send_message(pool, "alice", sid, SendMessageData(content="one"))
+    ack = await commands.send_message(uows(pool), "alice", sid, SendMessageData(content="one"))
     assert ack["queued"] is False and UUID(ack["messageId"])
     await append(pool, sid, SessionPhaseChanged(phase="RESUMING"))
-    ack = await commands.send_message(pool, "alice", sid, SendMessageData(content="two"))
+    ack = await commands.send_message(uows(pool), "alice", sid, SendMessageData(content="two"))
     assert ack["queued"] is True
     assert await commands_for(pool, sid) == ["ProcessSession", "ProcessSession"]
 
@@ -89,15 +94,13 @@ async def test_client_message_id_is_deduplicated_by_the_constraint(
     pool: Pool, tmp_path: Path
 ) -> None:
     sid = await new_session(pool, tmp_path)
-    first = await commands.send_message(
-        pool, "alice", sid, SendMessageData(content="hello", clientMessageId="k1")
+    first = await commands.send_message(uows(pool), "alice", sid, SendMessageData(content="hello", clientMessageId="k1")
     )
-    again = await commands.send_message(
-        pool, "alice", sid, SendMessageData(content="hello", clientMessageId="k1")
+    again = await commands.send_message(uows(pool), "alice", sid, SendMessageData(content="hello", clientMessageId="k1")
     )
     assert again["messageId"] == first["messageId"] and again["duplicate"] is True
     racing = await asyncio.gather(*(
-        commands.send_message(pool, "alice", sid,
+        commands.send_message(uows(pool), "alice", sid,
                               SendMessageData(content="x", clientMessageId="k2"))
         for _ in range(6)
     ))
@@ -109,8 +112,7 @@ async def test_client_message_id_is_deduplicated_by_the_constraint(
     assert await commands_for(pool, sid) == ["ProcessSession", "ProcessSession"]
     # the same clientMessageId in another session is a different message
     other = await new_session(pool, tmp_path)
-    ack = await commands.send_message(
-        pool, "alice", other, SendMessageData(content="hello", clientMessageId="k1")
+    ack = await commands.send_message(uows(pool), "alice", other, SendMessageData(content="hello", clientMessageId="k1")
     )
     assert "duplicate" not in ack
 
@@ -120,7 +122,7 @@ async def test_concurrent_messages_all_land_in_order_of_versions(
 ) -> None:
     sid = await new_session(pool, tmp_path)
     acks = await asyncio.gather(*(
-        commands.send_message(pool, "alice", sid, SendMessageData(content=str(i)))
+        commands.send_message(uows(pool), "alice", sid, SendMessageData(content=str(i)))
         for i in range(8)
     ))
     assert len({ack["messageId"] for ack in acks}) == 8
@@ -138,9 +140,9 @@ async def test_foreign_unknown_and_malformed_ids_are_not_found(
     for user, target in (("bob", sid), ("alice", str(uuid4())), ("alice", "not-a-uuid")):
         with pytest.raises(GatewayError) as info:
             if action == "send":
-                await commands.send_message(pool, user, target, SendMessageData(content="x"))
+                await commands.send_message(uows(pool), user, target, SendMessageData(content="x"))
             else:
-                await commands.cancel(pool, user, target)
+                await commands.cancel(uows(pool), user, target)
         assert (info.value.code, info.value.message) == ("not_found", SESSION_NOT_FOUND)
     assert await event_types(pool, sid) == ["SessionCreated"]
 
@@ -150,7 +152,7 @@ async def test_cancel_idle_session_is_acknowledged_and_changes_nothing(
 ) -> None:
     sid = await new_session(pool, tmp_path)
     await append(pool, sid, SessionPhaseChanged(phase="COMPLETED"))
-    assert await commands.cancel(pool, "alice", sid) == {}
+    assert await commands.cancel(uows(pool), "alice", sid) == {}
     assert await event_types(pool, sid) == ["SessionCreated", "SessionPhaseChanged"]
     assert await commands_for(pool, sid) == []
 
@@ -161,10 +163,10 @@ async def test_cancel_running_session_drops_queue_and_sends_cancel(
     sid = await new_session(pool, tmp_path)
     await append(pool, sid, SessionPhaseChanged(phase="RUNNING"))
     queued = [
-        (await commands.send_message(pool, "alice", sid, SendMessageData(content=c)))["messageId"]
+        (await commands.send_message(uows(pool), "alice", sid, SendMessageData(content=c)))["messageId"]
         for c in ("a", "b")
     ]
-    assert await commands.cancel(pool, "alice", sid) == {}
+    assert await commands.cancel(uows(pool), "alice", sid) == {}
     types = await event_types(pool, sid)
     assert types[-2:] == ["SessionPhaseChanged", "QueuedMessagesDropped"]
     row = await pool.fetchrow("SELECT phase FROM sessions WHERE session_id = $1", UUID(sid))
@@ -175,7 +177,7 @@ async def test_cancel_running_session_drops_queue_and_sends_cancel(
     assert {str(r["message_id"]): r["state"] for r in states} == dict.fromkeys(queued, "DROPPED")
     assert (await commands_for(pool, sid))[-1] == "CancelSession"
     # a second cancel finds nothing to do
-    assert await commands.cancel(pool, "alice", sid) == {}
+    assert await commands.cancel(uows(pool), "alice", sid) == {}
     assert await event_types(pool, sid) == types
 
 
@@ -183,7 +185,7 @@ async def test_cancel_idle_session_with_pending_input_drops_it(
     pool: Pool, tmp_path: Path
 ) -> None:
     sid = await new_session(pool, tmp_path, content="start please")
-    await commands.cancel(pool, "alice", sid)
+    await commands.cancel(uows(pool), "alice", sid)
     assert (await event_types(pool, sid))[-1] == "QueuedMessagesDropped"
     assert await commands_for(pool, sid) == ["ProcessSession"]  # no CancelSession: not running
 
@@ -197,11 +199,11 @@ async def test_subagent_sessions_refuse_input_and_cancel(pool: Pool, tmp_path: P
             parent_session_id=UUID(parent), root_session_id=UUID(parent),
         )], expected_version=0)
     with pytest.raises(GatewayError) as info:
-        await commands.send_message(pool, "alice", str(child), SendMessageData(content="x"))
+        await commands.send_message(uows(pool), "alice", str(child), SendMessageData(content="x"))
     assert info.value.code == "conflict"
     with pytest.raises(GatewayError) as info:
-        await commands.cancel(pool, "alice", str(child))
+        await commands.cancel(uows(pool), "alice", str(child))
     assert info.value.code == "conflict"
     with pytest.raises(GatewayError) as info:
-        await commands.cancel(pool, "bob", str(child))
+        await commands.cancel(uows(pool), "bob", str(child))
     assert info.value.code == "not_found"

@@ -4,6 +4,7 @@ created through the gateway's decision."""
 from __future__ import annotations
 
 import json
+from functools import partial
 from typing import Any
 from uuid import UUID, uuid4
 
@@ -16,6 +17,7 @@ from muster_gateway.protocol import CreateSideSessionData
 from muster_runtime.process.db import Pool
 from muster_runtime.store import eventstore
 from muster_runtime.uow.postgres_uow import PostgresUnitOfWork
+from muster_runtime.uow.unit_of_work import UnitOfWorkFactory
 
 USER = "alice"
 
@@ -23,6 +25,11 @@ USER = "alice"
 async def append(pool: Pool, stream: UUID, *events: ev.DomainEvent) -> None:
     async with pool.acquire() as conn, conn.transaction():
         await eventstore.append(conn, str(stream), list(events))
+
+
+def uows(pool: Pool) -> UnitOfWorkFactory:
+    """The decisions' units of work on this database."""
+    return partial(PostgresUnitOfWork, pool)
 
 
 async def main_session(pool: Pool, user: str = USER) -> UUID:
@@ -58,7 +65,7 @@ async def conversation(pool: Pool, sid: UUID, turns: int, start: int = 1) -> lis
 
 async def side(pool: Pool, source: UUID, who: str = USER, **data: Any) -> UUID:
     data.setdefault("content", "side question")
-    ack = await side_sessions.create_side_session(pool, who, str(source), CreateSideSessionData(**data))
+    ack = await side_sessions.create_side_session(uows(pool), who, str(source), CreateSideSessionData(**data))
     return UUID(ack["sessionId"])
 
 

@@ -173,10 +173,6 @@ class Message:
             discarded=bool(row["discarded"]),
         )
 
-    def __getitem__(self, key: str) -> Any:
-        # `fork_cut.complete_prefix` reads messages by column name, rows or these alike.
-        return getattr(self, key)
-
 
 @dataclass(frozen=True)
 class Compaction:
