@@ -4,6 +4,7 @@ a summary reads, and the unique key of a client's message."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 from uuid import UUID, uuid4
 
@@ -192,3 +193,33 @@ async def test_the_latest_compaction_is_typed(work: Harness) -> None:
     assert (compaction.boundary_message_id, compaction.boundary_seq, compaction.summary, compaction.at_seq) == (
         boundary, 4, "s", 6)  # fmt: skip
     assert (compaction.messages_compacted, compaction.tokens_before, compaction.tokens_after) == (4, 100, 10)
+
+
+async def _post_locked(work: Harness, sid: UUID, key: str | None) -> UUID:
+    """What `send_message` does: lock the owned session, append after the version read."""
+    message_id = uuid4()
+    async with work.uow() as uow:
+        session = await uow.lock_owned_session("u", sid)
+        assert session is not None
+        posted = ev.UserMessageQueued(message_id=message_id, content="x", client_message_id=key)
+        await uow.append(str(sid), [posted], expected_version=session.version)
+    return message_id
+
+
+async def test_racing_posts_of_one_client_message_id_leave_one_and_the_rest_meet_the_key(
+    work: Harness,
+) -> None:
+    sid = await new_session(work)
+    outcomes = await asyncio.gather(*(_post_locked(work, sid, "k") for _ in range(6)), return_exceptions=True)
+    won = [o for o in outcomes if isinstance(o, UUID)]
+    assert len(won) == 1 and all(isinstance(o, DuplicateKey) for o in outcomes if o not in won)
+    async with work.uow() as uow:
+        assert [i.message_id for i in await uow.queued_inputs(sid)] == won
+
+
+async def test_writers_that_lock_the_session_first_never_lose_a_race(work: Harness) -> None:
+    sid = await new_session(work)
+    posted = await asyncio.gather(*(_post_locked(work, sid, None) for _ in range(8)))
+    async with work.uow() as uow:
+        assert {i.message_id for i in await uow.queued_inputs(sid)} == set(posted)
+        assert [e.stream_version for e in await uow.read_stream(str(sid))] == list(range(1, 10))
