@@ -1,7 +1,7 @@
 """Managing sessions: settings, archive, delete, promote, read. Each is one decision over
 a factory of units of work, in one transaction on the session's locked row, retried when
 it loses a race on the stream; a request that changes nothing appends nothing. The edge
-answers with the session as it reads after (`queries.get_session`)."""
+answers with the session as it reads after (`ClientReads.session`)."""
 
 from __future__ import annotations
 

@@ -12,10 +12,9 @@ from muster_agent.agents import AgentRegistry, UnknownAgentType
 from muster_agent.context import model_messages
 from muster_agent.session_store import read_state
 
-from muster_gateway import management, schemas, tree_queries
+from muster_gateway import management, schemas
 from muster_gateway import tree_schemas as ts
 from muster_gateway.errors import GatewayError, not_found
-from muster_gateway.queries import get_session, owned
 from muster_gateway.rest import _ERRORS, GW, User
 
 router = APIRouter()
@@ -32,7 +31,7 @@ def _agents(path: Path | None) -> AgentRegistry:
 async def side_tasks(gw: GW, user: User, session_id: str, recursive: bool = False) -> dict[str, Any]:
     """Direct SIDE_TASK children, or with `recursive=1` every SIDE_TASK descendant, flat,
     newest `updatedAt` first; archived subtrees and deleted sessions' subtrees left out."""
-    return {"items": await tree_queries.list_side_tasks(gw.pool, user, session_id, recursive)}
+    return {"items": await gw.reads.side_tasks(user, session_id, recursive)}
 
 
 @router.get("/v1/search", response_model=ts.SearchResults, responses=_ERRORS)
@@ -45,7 +44,7 @@ async def search(
     """Full-text search over the USER messages of this user's NORMAL and SIDE_TASK sessions."""
     if "\x00" in q:
         raise GatewayError("bad_request", "q: must not contain NUL characters")
-    return {"items": await tree_queries.search(gw.pool, user, q, limit)}
+    return {"items": await gw.reads.search(user, q, limit)}
 
 
 @router.patch(
@@ -61,7 +60,7 @@ async def patch_session(
     body = body or ts.SessionPatch()
     changes = {"title": body.title, "model_id": body.modelId, "permission_level": body.permissionLevel}
     await management.change_settings(gw.uows, user, session_id, changes)
-    return await get_session(gw.pool, user, session_id)
+    return await gw.reads.session(user, session_id)
 
 
 @router.delete("/v1/sessions/{session_id}", status_code=204, responses=_MANAGE_ERRORS)
@@ -79,7 +78,7 @@ async def delete_session(gw: GW, user: User, session_id: str) -> Response:
 )
 async def archive(gw: GW, user: User, session_id: str) -> dict[str, Any]:
     await management.set_archived(gw.uows, user, session_id, True)
-    return await get_session(gw.pool, user, session_id)
+    return await gw.reads.session(user, session_id)
 
 
 @router.post(
@@ -90,7 +89,7 @@ async def archive(gw: GW, user: User, session_id: str) -> dict[str, Any]:
 )
 async def unarchive(gw: GW, user: User, session_id: str) -> dict[str, Any]:
     await management.set_archived(gw.uows, user, session_id, False)
-    return await get_session(gw.pool, user, session_id)
+    return await gw.reads.session(user, session_id)
 
 
 @router.post(
@@ -102,7 +101,7 @@ async def unarchive(gw: GW, user: User, session_id: str) -> dict[str, Any]:
 async def promote(gw: GW, user: User, session_id: str) -> dict[str, Any]:
     """A side task becomes a NORMAL session, root of its own tree with its descendants."""
     await management.promote(gw.uows, user, session_id)
-    return await get_session(gw.pool, user, session_id)
+    return await gw.reads.session(user, session_id)
 
 
 @router.post(
@@ -113,13 +112,13 @@ async def promote(gw: GW, user: User, session_id: str) -> dict[str, Any]:
 )
 async def mark_read(gw: GW, user: User, session_id: str) -> dict[str, Any]:
     await management.mark_read(gw.uows, user, session_id)
-    return await get_session(gw.pool, user, session_id)
+    return await gw.reads.session(user, session_id)
 
 
 @router.get("/v1/sessions/{session_id}/context", response_model=ts.ModelContext, responses=_ERRORS)
 async def context(gw: GW, user: User, session_id: str) -> dict[str, Any]:
     """Exactly what the next model call of this session sends (the loop's own function)."""
-    sid = (await owned(gw.pool, user, session_id, "session_id"))["session_id"]
+    sid = await gw.reads.owned_session_id(user, session_id)
     state = await read_state(gw.uows, sid)
     if state is None:
         raise not_found()

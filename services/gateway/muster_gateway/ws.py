@@ -22,11 +22,12 @@ from muster_runtime.process import tracing
 from muster_runtime.store import lineage
 from starlette.websockets import WebSocketDisconnect
 
-from muster_gateway import commands, queries, side_sessions, streams, ws_waits
+from muster_gateway import commands, side_sessions, ws_waits
 from muster_gateway.auth import bearer_token
 from muster_gateway.context import Gateway, gateway_of
 from muster_gateway.errors import GatewayError, ws_frame
 from muster_gateway.fanout import Cursor
+from muster_gateway.ids import parse_session_id
 from muster_gateway.protocol import Frame, FrameError, parse_frame
 
 log = logging.getLogger("muster.gateway.ws")
@@ -102,12 +103,12 @@ async def _cancel(gw: Gateway, client: Client, frame: Frame) -> None:
 
 async def _subscribe(gw: Gateway, client: Client, frame: Frame) -> None:
     assert frame.session_id is not None
-    session_id = str(queries.parse_session_id(frame.session_id))
+    session_id = str(parse_session_id(frame.session_id))
     if gw.hub.is_subscribed(client, session_id):
         client.reply("ack", frame.id, {})
         return
-    session_id, cursor = await streams.subscription_cursor(
-        gw.pool, client.user_id, frame.session_id, frame.data.afterPosition
+    session_id, cursor = await gw.reads.subscription_cursor(
+        client.user_id, frame.session_id, frame.data.afterPosition
     )
     client.reply("ack", frame.id, {"position": cursor.position})
     gw.hub.subscribe(client, session_id, cursor)
@@ -115,9 +116,9 @@ async def _subscribe(gw: Gateway, client: Client, frame: Frame) -> None:
 
 async def _unsubscribe(gw: Gateway, client: Client, frame: Frame) -> None:
     assert frame.session_id is not None
-    session_id = str(queries.parse_session_id(frame.session_id))
+    session_id = str(parse_session_id(frame.session_id))
     if not gw.hub.is_subscribed(client, session_id):
-        await queries.owned(gw.pool, client.user_id, session_id)  # foreign → not_found
+        await gw.reads.owned_session_id(client.user_id, session_id)  # foreign → not_found
     gw.hub.unsubscribe(client, session_id)
     client.reply("ack", frame.id, {})
 
