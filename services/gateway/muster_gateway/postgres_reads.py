@@ -1,7 +1,7 @@
 """The client's reads (`read_port.ClientReads`) on PostgreSQL. The statements live in the
 modules this adapter composes, one per read model: `queries` (sessions, message pages,
 executions), `file_changes`, `tree_queries` (side tasks, search), `wait_queries`,
-`streams` (subscriptions, the hub's fetch, health) and `recovery_metrics`."""
+`streams` (subscriptions, the hub's fetch, health) and `recovery_queries`."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from uuid import UUID
 
 from muster_runtime.process.db import Pool
 
-from muster_gateway import queries, recovery_metrics, streams, tree_queries, wait_queries
+from muster_gateway import queries, recovery_queries, streams, tree_queries, wait_queries
 from muster_gateway.fanout import Cursor, EventRow
 from muster_gateway.read_port import ClientReads, Item
 from muster_gateway.recovery_metrics import RecoverySnapshot
@@ -80,7 +80,7 @@ class PostgresReads(ClientReads):
         return owner
 
     async def recovery_figures(self) -> RecoverySnapshot | None:
-        return await recovery_metrics.read(self._pool)
+        return await recovery_queries.read(self._pool)
 
     async def healthy(self) -> bool:
         return await streams.healthy(self._pool)
