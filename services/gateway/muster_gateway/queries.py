@@ -25,19 +25,12 @@ _SESSION_COLUMNS = """session_id, title, session_type, parent_session_id, root_s
 SESSION_COLUMNS = _SESSION_COLUMNS
 
 
-async def owned(
-    conn: Connection | Pool,
-    user_id: str,
-    raw_id: str,
-    columns: str = "1",
-    *,
-    for_update: bool = False,
-) -> Any:
-    """The session's row (`columns`) when `user_id` owns it; else not_found."""
-    lock = " FOR UPDATE" if for_update else ""
+async def owned(conn: Connection | Pool, user_id: str, raw_id: str, columns: str = "1") -> Any:
+    """The session's row (`columns`) when `user_id` owns it; else not_found. Reads only:
+    a decision locks its session through the unit of work (`lock_owned_session`)."""
     row = await conn.fetchrow(
         # A deleted session is gone for every request, as if it never existed.
-        f"SELECT {columns} FROM sessions WHERE session_id = $1 AND user_id = $2 AND NOT deleted{lock}",
+        f"SELECT {columns} FROM sessions WHERE session_id = $1 AND user_id = $2 AND NOT deleted",
         parse_session_id(raw_id),
         user_id,
     )
