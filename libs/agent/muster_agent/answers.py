@@ -21,7 +21,7 @@ from muster_contracts.commands import ProcessSession, RunExecution
 from muster_runtime.messaging import topics
 from muster_runtime.uow.aggregates import Session, Wait
 from muster_runtime.uow.phases import WAIT_PHASE
-from muster_runtime.uow.unit_of_work import AbstractUnitOfWork, Row, UnitOfWorkFactory
+from muster_runtime.uow.unit_of_work import AbstractUnitOfWork, UnitOfWorkFactory
 
 from muster_agent import session_store as store
 
@@ -100,19 +100,19 @@ async def answer_tool_request(
 async def dropped_waits(uow: AbstractUnitOfWork, session_id: UUID) -> list[ev.DomainEvent]:
     """The resolutions that drop every pending wait of a session whose turn ends (a
     cancel, a deadline): appended with that end, so nothing stays pending."""
-    return drop_events(await uow.pending_waits(session_id))
+    return drop_events([Wait.of(row) for row in await uow.pending_waits(session_id)])
 
 
-def drop_events(pending: list[Row]) -> list[ev.DomainEvent]:
-    """The resolutions that drop the `pending` waits (`session_waits` rows)."""
+def drop_events(pending: list[Wait]) -> list[ev.DomainEvent]:
+    """The resolutions that drop the `pending` waits."""
     events: list[ev.DomainEvent] = []
     for wait in pending:
-        if wait["kind"] == "approval":
-            events.append(we.ApprovalResolved(approval_id=wait["wait_id"], decision="dropped"))
-        elif wait["kind"] == "question":
-            events.append(we.QuestionResolved(question_id=wait["wait_id"], outcome="dropped"))
+        if wait.kind == "approval":
+            events.append(we.ApprovalResolved(approval_id=wait.wait_id, decision="dropped"))
+        elif wait.kind == "question":
+            events.append(we.QuestionResolved(question_id=wait.wait_id, outcome="dropped"))
         else:
-            events.append(we.ToolRequestResolved(request_id=wait["wait_id"], outcome="dropped"))
+            events.append(we.ToolRequestResolved(request_id=wait.wait_id, outcome="dropped"))
     return events
 
 
