@@ -10,15 +10,9 @@ from fastapi import APIRouter, Query
 
 from muster_gateway.errors import GatewayError
 from muster_gateway.frames import event_frame
-from muster_gateway.queries import owned
 from muster_gateway.rest import _ERRORS, GW, User
 
 router = APIRouter()
-
-EVENTS = """
-SELECT position, stream_version, recorded_at, type, schema_version, payload
-FROM events WHERE stream_id = $1 AND position > $2 ORDER BY stream_version LIMIT $3
-"""
 
 
 @router.get("/v1/sessions/{session_id}/events", responses=_ERRORS)
@@ -37,12 +31,13 @@ async def session_events(
     wanted = {t.strip() for t in types.split(",") if t.strip()} if types else None
     if wanted is not None and not wanted:
         raise GatewayError("bad_request", "types: must name at least one frame type")
-    row = await owned(gw.pool, user, session_id, "session_id")
-    sid = str(row["session_id"])
-    rows = await gw.pool.fetch(EVENTS, sid, after_position, limit)
+    # The read a `subscribe` with `afterPosition` makes (ownership, then the stream version
+    # at that position), then the hub's own fetch: the frames are the replay's.
+    sid, cursor = await gw.reads.subscription_cursor(user, session_id, after_position)
+    rows = await gw.reads.events_after(sid, cursor.version, limit)
     items = []
-    for r in rows:
-        frame = event_frame(sid, r[0], r[2], r[3], r[4], r[5])
+    for row in rows:
+        frame = event_frame(sid, row.position, row.recorded_at, row.type, row.schema_version, row.payload)
         if frame is not None and (wanted is None or frame["type"] in wanted):
             items.append(frame)
-    return {"items": items, "nextAfterPosition": rows[-1][0] if len(rows) == limit else None}
+    return {"items": items, "nextAfterPosition": rows[-1].position if len(rows) == limit else None}

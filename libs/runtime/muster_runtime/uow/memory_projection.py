@@ -11,6 +11,7 @@ from muster_contracts import events as ev
 from muster_contracts import session_events as se
 
 from muster_runtime.store.eventstore import StoredEvent
+from muster_runtime.uow.memory_sessions import MANAGEMENT, check_client_key, end_turn, project_management
 from muster_runtime.uow.memory_waits import apply_settings, project_wait
 
 Row = dict[str, Any]
@@ -66,6 +67,7 @@ def project(tables: Tables, stored: StoredEvent) -> None:
         if event.role == "USER" and event.message_id in tables.inputs:
             tables.inputs[event.message_id]["state"] = "CONSUMED"
     elif isinstance(event, ev.UserMessageQueued):
+        check_client_key(tables.inputs, session_id, event)
         tables.inputs[event.message_id] = {
             "message_id": event.message_id, "session_id": session_id, "content": event.content,
             "client_message_id": event.client_message_id, "state": "QUEUED",
@@ -89,6 +91,8 @@ def project(tables: Tables, stored: StoredEvent) -> None:
         }
     elif isinstance(event, se.SessionSettingsChanged) and session_id in tables.sessions:
         apply_settings(tables.sessions[session_id], event)
+    elif isinstance(event, MANAGEMENT):
+        project_management(tables.sessions, session_id, event, stored.position)
     else:
         project_wait(tables.waits, tables.sessions, session_id, event, stored.position, at)
     _touch_session(tables, session_id, stored)
@@ -104,6 +108,7 @@ def _touch_session(tables: Tables, session_id: UUID, stored: StoredEvent) -> Non
     elif isinstance(event, ev.SessionPhaseChanged):
         row["phase"], row["last_error"] = event.phase, event.error
         row["recoveries"] += event.phase == "RESUMING"
+        end_turn(row, event, stored.position)
     row["version"], row["updated_at"] = stored.stream_version, stored.recorded_at
 
 
