@@ -21,6 +21,17 @@ function rounds(messages) {
   return out;
 }
 
+// Long input (a pasted file, a #script) is folded to a few lines until asked for.
+function UserMessage({ message }) {
+  const [open, setOpen] = useState(false);
+  const long = message.content.length > 600;
+  return html`<div class="msg user" data-role="USER" data-message-id=${message.messageId}>
+    <div class="who">You · ${shortTime(message.createdAt)}</div>
+    <div class=${'text' + (long && !open ? ' folded' : '')}>${message.content}</div>
+    ${long ? html`<button class="link" aria-expanded=${open} onClick=${() => setOpen(!open)}>${open ? 'Show less' : 'Show all'}</button>` : null}
+  </div>`;
+}
+
 function Approval({ sessionId, approval }) {
   const [reason, setReason] = useState('');
   const [error, setError] = useState(null);
@@ -107,7 +118,7 @@ function Round({ round, sessionId, tools, state, readOnly, onOpenChild, onFork, 
   const running = isActive(state.phase) && isLast;
   return html`<section class="round" aria-label=${'Round ' + round.first.seq}>
     ${round.items.map((m) => m.role === 'USER'
-      ? html`<div class="msg user" data-role="USER" data-message-id=${m.messageId}><div class="who">You · ${shortTime(m.createdAt)}</div><div class="text">${m.content}</div></div>`
+      ? html`<${UserMessage} key=${m.messageId} message=${m} />`
       : m.role === 'ASSISTANT' ? html`<${Assistant} key=${m.messageId} message=${m} tools=${tools} state=${state} onOpenChild=${onOpenChild} />` : null)}
     ${compactionAt.map((c) => html`<div class="compaction" role="note" key=${c.boundaryMessageId}>Compacted here: the model now sees a summary of the ${c.messagesCompacted} messages up to this point (${c.tokensBefore} → ${c.tokensAfter} tokens)</div>`)}
     <div class="round-tools">
