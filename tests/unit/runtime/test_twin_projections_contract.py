@@ -74,7 +74,7 @@ async def test_a_delegated_turn_and_its_side_tasks_project_the_same_rows(databas
     assert_same_read_models(twin, postgres)
 
 
-@settings(max_examples=40, deadline=None, database=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=30, deadline=None, database=None, suppress_health_check=[HealthCheck.too_slow])
 @given(history=histories())
 async def test_generated_histories_project_the_same_rows(database: Pool, history: History) -> None:
     twin, postgres = await played_on_both(database, history)

@@ -240,9 +240,14 @@ def _operation(w: World, s: Session) -> None:
 def histories(draw: Any) -> History:
     w = World(draw)
     w.create()
+    batch: tuple[Session, list[ev.DomainEvent]] | None = None  # events of steps appended together
     for _ in range(draw(st.integers(6, 30))):
         s: Session = w.pick(w.sessions)
         step = w.pick(STEPS)
+        plain = step in ("assistant", "tool", "user", "phase", "wait", "misc")
+        if batch is not None and not (plain and batch[0] is s and draw(st.booleans())):
+            w.history.append((batch[0].id, batch[1]))  # several steps' events in one append
+            batch = None
         if step == "session":
             w.create()
         elif step == "delegate" and s.kind != "SUBAGENT":
@@ -257,5 +262,7 @@ def histories(draw: Any) -> History:
             make = {"assistant": _assistant, "user": _user, "phase": _phase, "wait": _wait, "misc": _misc}
             make_tool = _tool if s.calls else _assistant
             events = make_tool(w, s) if step == "tool" else make.get(step, _misc)(w, s)
-            w.history.append((s.id, events))
+            batch = (s, [*batch[1], *events]) if batch is not None else (s, events)
+    if batch is not None:
+        w.history.append((batch[0].id, batch[1]))
     return w.history

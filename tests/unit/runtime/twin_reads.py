@@ -20,6 +20,11 @@ async def every_read(uows: UnitOfWorkFactory, history: History) -> dict[str, Any
         reads: dict[str, Any] = {}
         for sid in history.sessions:
             reads[f"session {sid}"] = await _session_reads(uow, normalise, sid)
+        for stream in [*history.sessions, *history.executions]:
+            events = await uow.read_stream(str(stream))
+            # Each backend has its own event ids and lineage: the stream is what was written.
+            reads[f"stream {stream}"] = [(e.stream_version, e.type, e.event.payload()) for e in events]
+            reads[f"version {stream}"] = await uow.current_version(str(stream))
         for eid in history.executions:
             reads[f"execution {eid}"] = normalise.value("", await uow.execution(eid))
             reads[f"locked execution {eid}"] = normalise.value("", await uow.execution(eid, lock=True))
