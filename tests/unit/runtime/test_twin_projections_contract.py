@@ -15,6 +15,7 @@ from muster_runtime.uow.memory_uow import MemoryStore
 from muster_runtime.uow.postgres_uow import PostgresUnitOfWork
 
 from tests.databases import fresh_database_url
+from tests.unit.runtime.twin_decisions import one_statement_decisions
 from tests.unit.runtime.twin_histories import histories
 from tests.unit.runtime.twin_reads import every_read
 from tests.unit.runtime.twin_streams import History, delegated_turn, play, side_tasks
@@ -50,7 +51,7 @@ async def played_on_both(database: Pool, history: History) -> tuple[dict[str, Ro
     store = MemoryStore()
     twin_outcomes = await play(store.uow, history)
     outcomes = await play(lambda: PostgresUnitOfWork(database), history)
-    assert twin_outcomes == outcomes  # every operation decided the same on both
+    assert twin_outcomes == outcomes, "decisions differ (twin, postgres)"
     reads = differences(
         await every_read(store.uow, history), await every_read(lambda: PostgresUnitOfWork(database), history)
     )
@@ -71,6 +72,13 @@ async def test_a_delegated_turn_and_its_side_tasks_project_the_same_rows(databas
     side_tasks(history, ids["parent"], skipped=[ids["stale"]])
     twin, postgres = await played_on_both(database, history)
     assert all(postgres[table] for table in KEYS), "every read model gets rows"
+    assert_same_read_models(twin, postgres)
+
+
+async def test_the_one_statement_decisions_decide_and_project_alike(database: Pool) -> None:
+    history = History()
+    one_statement_decisions(history)
+    twin, postgres = await played_on_both(database, history)
     assert_same_read_models(twin, postgres)
 
 
