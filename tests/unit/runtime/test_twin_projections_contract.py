@@ -82,7 +82,8 @@ async def test_the_one_statement_decisions_decide_and_project_alike(database: Po
     assert_same_read_models(twin, postgres)
 
 
-@settings(max_examples=30, deadline=None, database=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=30, deadline=None, database=None, print_blob=True,
+          suppress_health_check=[HealthCheck.too_slow])
 @given(history=histories())
 async def test_generated_histories_project_the_same_rows(database: Pool, history: History) -> None:
     twin, postgres = await played_on_both(database, history)
