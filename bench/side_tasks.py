@@ -16,6 +16,7 @@ import asyncio
 import statistics
 import time
 from collections.abc import Awaitable, Callable
+from functools import partial
 from typing import Any
 from uuid import UUID, uuid4
 
@@ -24,6 +25,7 @@ from muster_gateway import queries, side_sessions, tree_queries
 from muster_gateway.protocol import CreateSideSessionData
 from muster_runtime.process.db import Pool, create_pool
 from muster_runtime.store import eventstore
+from muster_runtime.uow.postgres_uow import PostgresUnitOfWork
 
 from bench.rebuild_speed import postgres_server, throwaway_database
 
@@ -54,7 +56,7 @@ async def _main_session(pool: Pool, messages: int = 0) -> UUID:
 
 async def _side(pool: Pool, source: UUID, mode: str = "none") -> UUID:
     data = CreateSideSessionData(content="side", contextMode=mode)  # type: ignore[arg-type]
-    return UUID((await side_sessions.create_side_session(pool, USER, str(source), data))["sessionId"])
+    return UUID((await side_sessions.create_side_session(partial(PostgresUnitOfWork, pool), USER, str(source), data))["sessionId"])
 
 
 async def _p50(repeat: int, action: Callable[[], Awaitable[Any]]) -> float:

@@ -111,10 +111,10 @@ def container_infrastructure() -> Iterator[dict[str, str]]:
             stack.enter_context(_on_loopback(broker, 9092, kafka_port))
             _wait_exec(broker, ["/usr/local/bin/broker-ready"], "broker")
             env["KAFKA_BOOTSTRAP_SERVERS"] = f"127.0.0.1:{kafka_port}"
+            env["MUSTER_LOCAL_BROKER"] = "1"  # Tansu: the local broker's tuning, without bells
         else:  # Apache Kafka (or Confluent's): testcontainers' own module configures it
             kafka = stack.enter_context(KafkaContainer(kafka_image).with_network(network))
             env["KAFKA_BOOTSTRAP_SERVERS"] = kafka.get_bootstrap_server()
-            env["MUSTER_KAFKA_FETCH_MAX_WAIT_MS"] = "100"  # real Kafka answers a waiting fetch at once
         yield env
 
 

@@ -19,15 +19,16 @@ from muster_contracts import events as ev
 from muster_contracts import wait_events as we
 from muster_contracts.commands import ProcessSession, RunExecution
 from muster_runtime.messaging import topics
-from muster_runtime.uow.unit_of_work import AbstractUnitOfWork, Row, UnitOfWorkFactory
+from muster_runtime.uow.aggregates import Session, Wait
+from muster_runtime.uow.phases import WAIT_PHASE
+from muster_runtime.uow.unit_of_work import AbstractUnitOfWork, UnitOfWorkFactory
 
 from muster_agent import session_store as store
 
 log = logging.getLogger("muster.waits")
 
 ErrorCode = Literal["not_found", "conflict"]
-# The phase each kind of wait holds its session in.
-PHASE_OF = {"approval": "WAITING_APPROVAL", "question": "WAITING_INPUT", "tool": "WAITING_CLIENT"}
+PHASE_OF = WAIT_PHASE  # the phase each kind of wait holds its session in
 
 
 class AnswerRefused(Exception):
@@ -37,7 +38,7 @@ class AnswerRefused(Exception):
         self.message = message
 
 
-Build = Callable[[Row, Row], list[ev.DomainEvent]]  # (session row, wait row) → events
+Build = Callable[[Session, Wait], list[ev.DomainEvent]]  # (the waiting session, its wait) → events
 
 
 async def answer_approval(
@@ -48,13 +49,13 @@ async def answer_approval(
     decision: Literal["approve", "deny"],
     reason: str | None,
 ) -> dict[str, Any]:
-    def build(row: Row, wait: Row) -> list[ev.DomainEvent]:
+    def build(session: Session, wait: Wait) -> list[ev.DomainEvent]:
         events: list[ev.DomainEvent] = [
             we.ApprovalResolved(approval_id=approval_id, decision=decision, reason=reason)
         ]
         if decision == "deny":
             why = f"denied by the user: {reason}" if reason else "denied by the user"
-            events.append(_tool_message(row, wait, store.error_result(why)))
+            events.append(_tool_message(session, wait, store.error_result(why)))
         return events
 
     await _resolve(uows, user_id, session_id, approval_id, "approval", build)
@@ -64,11 +65,11 @@ async def answer_approval(
 async def answer_question(
     uows: UnitOfWorkFactory, user_id: str, session_id: UUID, question_id: UUID, answer: str
 ) -> dict[str, Any]:
-    def build(row: Row, wait: Row) -> list[ev.DomainEvent]:
+    def build(session: Session, wait: Wait) -> list[ev.DomainEvent]:
         result = json.dumps({"success": True, "answer": answer})
         return [
             we.QuestionResolved(question_id=question_id, outcome="answered"),
-            _tool_message(row, wait, result),
+            _tool_message(session, wait, result),
         ]
 
     await _resolve(uows, user_id, session_id, question_id, "question", build)
@@ -81,10 +82,10 @@ async def answer_tool_request(
     """The first result counts; a repeat (the client re-sent it after a reconnect) is
     acknowledged and ignored."""
 
-    def build(row: Row, wait: Row) -> list[ev.DomainEvent]:
+    def build(session: Session, wait: Wait) -> list[ev.DomainEvent]:
         return [
             we.ToolRequestResolved(request_id=request_id, outcome="answered"),
-            _tool_message(row, wait, result),
+            _tool_message(session, wait, result),
         ]
 
     try:
@@ -99,19 +100,19 @@ async def answer_tool_request(
 async def dropped_waits(uow: AbstractUnitOfWork, session_id: UUID) -> list[ev.DomainEvent]:
     """The resolutions that drop every pending wait of a session whose turn ends (a
     cancel, a deadline): appended with that end, so nothing stays pending."""
-    return drop_events(await uow.pending_waits(session_id))
+    return drop_events([Wait.of(row) for row in await uow.pending_waits(session_id)])
 
 
-def drop_events(pending: list[Row]) -> list[ev.DomainEvent]:
-    """The resolutions that drop the `pending` waits (`session_waits` rows)."""
+def drop_events(pending: list[Wait]) -> list[ev.DomainEvent]:
+    """The resolutions that drop the `pending` waits."""
     events: list[ev.DomainEvent] = []
     for wait in pending:
-        if wait["kind"] == "approval":
-            events.append(we.ApprovalResolved(approval_id=wait["wait_id"], decision="dropped"))
-        elif wait["kind"] == "question":
-            events.append(we.QuestionResolved(question_id=wait["wait_id"], outcome="dropped"))
+        if wait.kind == "approval":
+            events.append(we.ApprovalResolved(approval_id=wait.wait_id, decision="dropped"))
+        elif wait.kind == "question":
+            events.append(we.QuestionResolved(question_id=wait.wait_id, outcome="dropped"))
         else:
-            events.append(we.ToolRequestResolved(request_id=wait["wait_id"], outcome="dropped"))
+            events.append(we.ToolRequestResolved(request_id=wait.wait_id, outcome="dropped"))
     return events
 
 
@@ -120,31 +121,34 @@ async def _resolve(
 ) -> None:
     name = {"approval": "approval", "question": "question", "tool": "tool request"}[kind]
     async with uows() as uow:
+        # `lock_session`, not `lock_owned_session`: an answer on a deleted session has
+        # always met its dropped wait (`conflict`), and that answer is kept.
         row = await uow.lock_session(session_id)
-        if row is None or row["user_id"] != user_id:
+        session = Session.of(row) if row is not None else None
+        if session is None or session.user_id != user_id:
             raise AnswerRefused("not_found", f"session {session_id} not found")
-        wait = await uow.wait(wait_id, lock=True)
-        if wait is None or wait["session_id"] != session_id or wait["kind"] != kind:
+        wait = await uow.lock_wait(wait_id)
+        if wait is None or wait.session_id != session_id or wait.kind != kind:
             raise AnswerRefused("not_found", f"{name} {wait_id} not found in session {session_id}")
-        if wait["status"] != "pending":
-            raise AnswerRefused("conflict", f"{name} {wait_id} was already resolved ({wait['status']})")
-        if row["phase"] != PHASE_OF[kind]:
+        if not wait.pending:
+            raise AnswerRefused("conflict", f"{name} {wait_id} was already resolved ({wait.status})")
+        if session.phase != PHASE_OF[kind]:
             raise AnswerRefused("conflict", f"session {session_id} no longer waits for this {name}")
-        events = [*build(row, wait), ev.SessionPhaseChanged(phase="RUNNING")]
-        await uow.append(str(session_id), events, expected_version=row["version"])
-        await _resume(uow, row)
+        events = [*build(session, wait), ev.SessionPhaseChanged(phase="RUNNING")]
+        await uow.append(str(session_id), events, expected_version=session.version)
+        await _resume(uow, session)
     log.info("wait_resolved session=%s kind=%s wait=%s", session_id, kind, wait_id)
 
 
-def _tool_message(row: Row, wait: Row, content: str) -> ev.MessageRecorded:
-    return store.tool_message(wait["tool_call_id"], content)(row["message_count"] + 1)
+def _tool_message(session: Session, wait: Wait, content: str) -> ev.MessageRecorded:
+    return store.tool_message(wait.tool_call_id, content)(session.message_count + 1)
 
 
-async def _resume(uow: AbstractUnitOfWork, row: Row) -> None:
+async def _resume(uow: AbstractUnitOfWork, session: Session) -> None:
     """The runner of the session takes it up again: the harness, or for a subagent the
     worker of its open execution."""
-    session_id: UUID = row["session_id"]
-    if row["session_type"] != "SUBAGENT":
+    session_id = session.session_id
+    if not session.is_subagent:
         command = ProcessSession(session_id=session_id, reason="answered")
         await uow.send(topics.COMMANDS, str(session_id), command)
         return

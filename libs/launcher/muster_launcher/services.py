@@ -56,11 +56,14 @@ def service_env(
         PYTHONUNBUFFERED="1",
     )
     env.setdefault("MUSTER_MODEL", "script")
-    # The local broker holds a waiting fetch to its end, so its consumers are rung instead
-    # (`muster_runtime.messaging.local_broker.bells`); real Kafka answers as records arrive
-    # and needs no bells.
+    # The local broker holds a waiting fetch to its end, so its consumers poll it with a
+    # short wait or are rung (`muster_runtime.messaging.local_broker`); real Kafka answers
+    # as records arrive and gets plain consumers.
+    if not local_broker:
+        return env
+    env.setdefault("MUSTER_LOCAL_BROKER", "1")
     bells_dir = (data_dir / "bells").resolve()
-    if local_broker and bells.fits(bells_dir, topics.ALL):
+    if bells.fits(bells_dir, topics.ALL):
         env.setdefault("MUSTER_BELLS_DIR", str(bells_dir))
     return env
 

@@ -10,6 +10,7 @@ import asyncio
 import logging
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from contextlib import AsyncExitStack, asynccontextmanager
+from functools import partial
 from typing import Any
 
 from fastapi import FastAPI, Request
@@ -17,13 +18,14 @@ from fastapi.responses import JSONResponse, Response
 from muster_runtime.messaging import dispatch
 from muster_runtime.messaging.dispatch import Dispatcher
 from muster_runtime.messaging.kafka import publisher, start_producer
-from muster_runtime.messaging.local_broker import bells
+from muster_runtime.messaging.local_broker import tuning
 from muster_runtime.messaging.outbox import OutboxRelay
 from muster_runtime.process import retrying, tracing
 from muster_runtime.process.db import Pool, create_pool
 from muster_runtime.process.settings import Settings
+from muster_runtime.uow.postgres_uow import PostgresUnitOfWork
 
-from muster_gateway import rest, rest_sessions, rest_waits, streams, ws
+from muster_gateway import rest, rest_sessions, rest_waits, ws
 from muster_gateway.asyncapi import asyncapi_schema
 from muster_gateway.auth import Authenticator
 from muster_gateway.context import Gateway
@@ -31,8 +33,11 @@ from muster_gateway.fanout import Hub
 from muster_gateway.live_events import build_broker
 from muster_gateway.local_tools import LocalTools
 from muster_gateway.metrics import Metrics
+from muster_gateway.postgres_reads import PostgresReads
 
 log = logging.getLogger("muster.gateway")
+
+
 async def _supervise(name: str, run: Callable[[], Awaitable[Any]]) -> None:
     """Keep a background loop alive across transient failures (database restarts…); a run
     that returns is started again at once, with the backoff starting over."""
@@ -73,13 +78,14 @@ def build_app(settings: Settings, *, tokens: Mapping[str, str], kafka: bool = Tr
             await stack.enter_async_context(tracing.running("gateway", settings))
             pool = await create_pool(settings.database_url)
             stack.push_async_callback(_close_pool, pool)
+            reads = PostgresReads(pool)
             hub = Hub(
-                streams.event_fetcher(pool),
+                reads.events_after,
                 on_pushed=metrics.events_pushed.inc,
                 poll_interval_s=5.0 if kafka else 0.2,
             )
             stack.push_async_callback(hub.close)
-            local = LocalTools(pool, poll_interval_s=5.0 if kafka else 0.2)
+            local = LocalTools(reads, poll_interval_s=5.0 if kafka else 0.2)
             stack.push_async_callback(local.close)
             metrics.subscriptions.set_function(hub.subscription_count)
 
@@ -90,7 +96,7 @@ def build_app(settings: Settings, *, tokens: Mapping[str, str], kafka: bool = Tr
             if kafka:
                 producer = await start_producer(settings)
                 stack.push_async_callback(producer.stop)
-                ringer = bells.ringer(settings.bells_dir)
+                ringer = tuning.publishers_ringer(settings)
                 if ringer is not None:
                     stack.callback(ringer.close)
                 dispatcher = Dispatcher(producer, pool, ringer=ringer)
@@ -105,7 +111,8 @@ def build_app(settings: Settings, *, tokens: Mapping[str, str], kafka: bool = Tr
                 stack.push_async_callback(broker.stop)
             background("fanout-poller", hub.run_poller)
             background("local-tools-poller", local.run_poller)
-            app.state.gateway = Gateway(settings, auth, metrics, pool, hub, local)
+            uows = partial(PostgresUnitOfWork, pool)
+            app.state.gateway = Gateway(settings, auth, metrics, reads, hub, local, uows)
             log.info("gateway_started instance_id=%s kafka=%s", settings.instance_id, kafka)
             try:
                 yield
@@ -125,7 +132,7 @@ def build_app(settings: Settings, *, tokens: Mapping[str, str], kafka: bool = Tr
     @app.get("/metrics", include_in_schema=False)
     async def prometheus() -> Response:
         gateway: Gateway | None = app.state.gateway
-        body = await metrics.scrape(gateway.pool if gateway is not None else None)
+        body = await metrics.scrape(gateway.reads if gateway is not None else None)
         return Response(body, media_type=metrics.content_type)
 
     @app.get("/asyncapi.json", include_in_schema=False)

@@ -5,8 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import cast
 
-from muster_runtime.process.db import Pool
 from muster_runtime.process.settings import Settings
+from muster_runtime.uow.unit_of_work import UnitOfWorkFactory
 from starlette.applications import Starlette
 
 from muster_gateway.auth import Authenticator
@@ -14,6 +14,7 @@ from muster_gateway.errors import GatewayError
 from muster_gateway.fanout import Hub
 from muster_gateway.local_tools import LocalTools
 from muster_gateway.metrics import Metrics
+from muster_gateway.read_port import ClientReads
 
 
 @dataclass(frozen=True)
@@ -21,9 +22,10 @@ class Gateway:
     settings: Settings
     auth: Authenticator
     metrics: Metrics
-    pool: Pool
+    reads: ClientReads  # what the handlers read for clients (`read_port.py`)
     hub: Hub
     local: LocalTools
+    uows: UnitOfWorkFactory  # what the decisions run on (one unit of work per decision)
 
 
 def gateway_of(app: Starlette) -> Gateway:

@@ -18,15 +18,10 @@ from typing import Any, Protocol
 from uuid import UUID
 
 from muster_contracts.tool_arguments import arguments_text, shown_arguments
-from muster_runtime.process.db import Pool
+
+from muster_gateway.read_port import ClientReads
 
 log = logging.getLogger("muster.gateway.local")
-
-OUTSTANDING = """
-SELECT wait_id, session_id, tool_call_id, detail FROM session_waits
-WHERE user_id = $1 AND kind = 'tool' AND status = 'pending' ORDER BY position
-"""
-OWNER = "SELECT user_id FROM sessions WHERE session_id = $1"
 
 
 class LocalSink(Protocol):
@@ -36,8 +31,8 @@ class LocalSink(Protocol):
 
 
 class LocalTools:
-    def __init__(self, pool: Pool, *, poll_interval_s: float = 5.0) -> None:
-        self._pool = pool
+    def __init__(self, reads: ClientReads, *, poll_interval_s: float = 5.0) -> None:
+        self._reads = reads
         self._poll_interval_s = poll_interval_s
         self._sent: dict[str, dict[LocalSink, set[UUID]]] = {}  # user → socket → request ids
         self._tasks: set[asyncio.Task[None]] = set()
@@ -67,7 +62,7 @@ class LocalTools:
 
     async def _after_request(self, session_id: str) -> None:
         try:
-            user_id = await self._pool.fetchval(OWNER, UUID(session_id))
+            user_id = await self._reads.session_owner(UUID(session_id))
             if user_id is not None and user_id in self._sent:
                 await self._send_outstanding(user_id)
         except Exception as exc:  # the poll sends it later
@@ -81,7 +76,7 @@ class LocalTools:
                 await self._send_outstanding(user_id)
 
     async def _send_outstanding(self, user_id: str) -> int:
-        rows = await self._pool.fetch(OUTSTANDING, user_id)
+        rows = await self._reads.outstanding_tool_requests(user_id)
         return self._push(user_id, rows)
 
     def _push(self, user_id: str, rows: Iterable[Any]) -> int:

@@ -1,13 +1,14 @@
-"""Managing sessions: settings, archive, delete, promote, read. Each is one decision in one
-transaction on the session's locked row, retried when it loses a race on the stream; a
-request that changes nothing appends nothing."""
+"""Managing sessions: settings, archive, delete, promote, read. Each is one decision over
+a factory of units of work, in one transaction on the session's locked row, retried when
+it loses a race on the stream; a request that changes nothing appends nothing. The edge
+answers with the session as it reads after (`ClientReads.session`)."""
 
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from muster_agent.answers import drop_events
+from muster_agent.answers import dropped_waits
 from muster_contracts.commands import CancelSession
 from muster_contracts.events import DomainEvent, QueuedMessagesDropped, SessionPhaseChanged
 from muster_contracts.session_events import (
@@ -19,125 +20,98 @@ from muster_contracts.session_events import (
     SessionUnarchived,
 )
 from muster_runtime.messaging import topics
-from muster_runtime.process.db import Connection, Pool
-from muster_runtime.uow.postgres_uow import PostgresUnitOfWork
+from muster_runtime.uow.aggregates import Session
+from muster_runtime.uow.unit_of_work import AbstractUnitOfWork, UnitOfWorkFactory
 
-from muster_gateway.commands import CANCELLABLE_PHASES, _retrying
+from muster_gateway.deciding import metadata, not_subagent, owned, retried
 from muster_gateway.errors import GatewayError
-from muster_gateway.queries import SESSION_COLUMNS, owned, session_resource
 
-# A side task cannot be promoted while a turn of it is under way in any form.
-BUSY_PHASES = frozenset({"RUNNING", "RESUMING", "CANCELLING", "WAITING_APPROVAL", "WAITING_INPUT"})
-_LOCKED = f"{SESSION_COLUMNS}, version, turn_ended_position, read_position"
-
-Decide = Callable[[Connection, Any], Awaitable[tuple[list[DomainEvent], bool]]]
+# The events a decision names for the locked session, and whether its running turn stops.
+Decide = Callable[[AbstractUnitOfWork, Session], Awaitable[tuple[list[DomainEvent], bool]]]
 
 
-async def _decide(pool: Pool, user_id: str, raw_id: str, decide: Decide) -> Any:
-    """Lock the row, let `decide` name the events (and whether a running turn must stop),
-    append them; returns the row as it was."""
-
-    async def once() -> Any:
-        async with PostgresUnitOfWork(pool) as uow:
-            conn = await uow.connection()
-            row = await owned(conn, user_id, raw_id, _LOCKED, for_update=True)
-            events, cancel = await decide(conn, row)
+async def _decided(uows: UnitOfWorkFactory, user_id: str, raw_id: str, decide: Decide) -> None:
+    async def once() -> None:
+        async with uows() as uow:
+            session = await owned(uow, user_id, raw_id)
+            events, cancel = await decide(uow, session)
             if events:
-                meta = {"user_id": user_id, "root_session_id": str(row["root_session_id"])}
+                meta = metadata(user_id, session.root_session_id)
                 await uow.append(
-                    str(row["session_id"]), events, expected_version=row["version"], metadata=meta
+                    str(session.session_id), events, expected_version=session.version, metadata=meta
                 )
             if cancel:
                 await uow.send(
-                    topics.COMMANDS, str(row["session_id"]), CancelSession(session_id=row["session_id"])
+                    topics.COMMANDS, str(session.session_id), CancelSession(session_id=session.session_id)
                 )
-        return row
 
-    return await _retrying(once)
-
-
-def _not_subagent(row: Any, action: str) -> None:
-    if row["session_type"] == "SUBAGENT":
-        raise GatewayError("conflict", f"cannot {action} a subagent session; use its parent")
+    await retried(once)
 
 
-async def _fresh(pool: Pool, user_id: str, row: Any) -> dict[str, Any]:
-    return session_resource(await owned(pool, user_id, str(row["session_id"]), SESSION_COLUMNS))
+async def change_settings(
+    uows: UnitOfWorkFactory, user_id: str, raw_id: str, changes: dict[str, Any]
+) -> None:
+    """`changes`: `title`, `model_id`, `permission_level` (None: unchanged)."""
 
-
-async def change_settings(pool: Pool, user_id: str, raw_id: str, changes: dict[str, Any]) -> dict[str, Any]:
-    async def decide(conn: Connection, row: Any) -> tuple[list[DomainEvent], bool]:
-        _not_subagent(row, "change")
-        wanted = {k: v for k, v in changes.items() if v is not None and row[k] != v}
+    async def decide(uow: AbstractUnitOfWork, session: Session) -> tuple[list[DomainEvent], bool]:
+        not_subagent(session, "change")
+        wanted = {k: v for k, v in changes.items() if v is not None and getattr(session, k) != v}
         return ([SessionSettingsChanged(**wanted)] if wanted else []), False
 
-    return await _fresh(pool, user_id, await _decide(pool, user_id, raw_id, decide))
+    await _decided(uows, user_id, raw_id, decide)
 
 
-async def set_archived(pool: Pool, user_id: str, raw_id: str, archived: bool) -> dict[str, Any]:
-    async def decide(conn: Connection, row: Any) -> tuple[list[DomainEvent], bool]:
-        if row["session_type"] != "SIDE_TASK":
+async def set_archived(uows: UnitOfWorkFactory, user_id: str, raw_id: str, archived: bool) -> None:
+    async def decide(uow: AbstractUnitOfWork, session: Session) -> tuple[list[DomainEvent], bool]:
+        if session.session_type != "SIDE_TASK":
             raise GatewayError("conflict", "only side tasks are archived")
-        if row["archived"] == archived:
+        if session.archived == archived:
             return [], False
         return [SessionArchived() if archived else SessionUnarchived()], False
 
-    return await _fresh(pool, user_id, await _decide(pool, user_id, raw_id, decide))
+    await _decided(uows, user_id, raw_id, decide)
 
 
-async def delete(pool: Pool, user_id: str, raw_id: str) -> None:
+async def delete(uows: UnitOfWorkFactory, user_id: str, raw_id: str) -> None:
     """That session only, cancelling a running turn first (in the same transaction)."""
 
-    async def decide(conn: Connection, row: Any) -> tuple[list[DomainEvent], bool]:
-        _not_subagent(row, "delete")
-        events: list[DomainEvent] = []
-        running = row["phase"] in CANCELLABLE_PHASES
-        pending = await conn.fetch(
-            """SELECT wait_id, kind FROM session_waits
-               WHERE session_id = $1 AND status = 'pending' ORDER BY position""",
-            row["session_id"],
-        )
-        events += drop_events([dict(r) for r in pending])  # what it waited for ends with it
-        if running:
+    async def decide(uow: AbstractUnitOfWork, session: Session) -> tuple[list[DomainEvent], bool]:
+        not_subagent(session, "delete")
+        # What it waited for ends with it, whatever its phase says.
+        events = await dropped_waits(uow, session.session_id)
+        if session.cancellable:
             events.append(SessionPhaseChanged(phase="CANCELLED"))
-        queued = await conn.fetch(
-            """SELECT message_id FROM session_inputs WHERE session_id = $1 AND state = 'QUEUED'
-               ORDER BY position""",
-            row["session_id"],
-        )
+        queued = [i.message_id for i in await uow.queued_inputs(session.session_id)]
         if queued:
-            events.append(
-                QueuedMessagesDropped(message_ids=[r["message_id"] for r in queued], reason="deleted")
-            )
-        return [*events, SessionDeleted()], running
+            events.append(QueuedMessagesDropped(message_ids=queued, reason="deleted"))
+        return [*events, SessionDeleted()], session.cancellable
 
-    await _decide(pool, user_id, raw_id, decide)
+    await _decided(uows, user_id, raw_id, decide)
 
 
-async def promote(pool: Pool, user_id: str, raw_id: str) -> dict[str, Any]:
-    async def decide(conn: Connection, row: Any) -> tuple[list[DomainEvent], bool]:
-        if row["session_type"] != "SIDE_TASK":
+async def promote(uows: UnitOfWorkFactory, user_id: str, raw_id: str) -> None:
+    """A side task becomes a NORMAL session, root of its own tree with its descendants."""
+
+    async def decide(uow: AbstractUnitOfWork, session: Session) -> tuple[list[DomainEvent], bool]:
+        if session.session_type != "SIDE_TASK":
             raise GatewayError("conflict", "only a side task can be promoted")
-        if row["phase"] in BUSY_PHASES:
+        if session.busy:
             raise GatewayError("conflict", "the side task is running; promote it once its turn ends")
-        has_subagent = await conn.fetchval(
-            "SELECT true FROM sessions WHERE parent_session_id = $1 AND session_type = 'SUBAGENT' LIMIT 1",
-            row["session_id"],
-        )
-        if has_subagent:
+        if await uow.has_subagents(session.session_id):
             raise GatewayError("conflict", "a side task that delegated to subagents cannot be promoted")
+        assert session.parent_session_id is not None  # a side task has its source
         promoted = SessionPromoted(
-            previous_parent_session_id=row["parent_session_id"],
-            previous_root_session_id=row["root_session_id"],
+            previous_parent_session_id=session.parent_session_id,
+            previous_root_session_id=session.root_session_id,
         )
         return [promoted], False
 
-    return await _fresh(pool, user_id, await _decide(pool, user_id, raw_id, decide))
+    await _decided(uows, user_id, raw_id, decide)
 
 
-async def mark_read(pool: Pool, user_id: str, raw_id: str) -> dict[str, Any]:
-    async def decide(conn: Connection, row: Any) -> tuple[list[DomainEvent], bool]:
-        _not_subagent(row, "read")
-        return ([SessionRead()] if row["unread"] else []), False
+async def mark_read(uows: UnitOfWorkFactory, user_id: str, raw_id: str) -> None:
+    async def decide(uow: AbstractUnitOfWork, session: Session) -> tuple[list[DomainEvent], bool]:
+        not_subagent(session, "read")
+        return ([SessionRead()] if session.unread else []), False
 
-    return await _fresh(pool, user_id, await _decide(pool, user_id, raw_id, decide))
+    await _decided(uows, user_id, raw_id, decide)

@@ -4,7 +4,6 @@ recovery figures read from the projections at each scrape (recovery_metrics.py).
 
 from __future__ import annotations
 
-from muster_runtime.process.db import Pool
 from prometheus_client import (
     CONTENT_TYPE_LATEST,
     CollectorRegistry,
@@ -19,6 +18,7 @@ from prometheus_client import (
 
 from muster_gateway import recovery_metrics
 from muster_gateway.protocol import FRAME_TYPES
+from muster_gateway.read_port import ClientReads
 
 
 class Metrics:
@@ -70,9 +70,9 @@ class Metrics:
     def render(self) -> bytes:
         return generate_latest(self.registry)
 
-    async def scrape(self, pool: Pool | None) -> bytes:
-        """Everything, with the projections' figures as of now. Without a pool (before the
-        lifespan has started) or when the database fails, only the in-process metrics."""
-        self.recovery.snapshot = await recovery_metrics.read(pool) if pool is not None else None
+    async def scrape(self, reads: ClientReads | None) -> bytes:
+        """Everything, with the projections' figures as of now. Without the reads (before
+        the lifespan has started) or when the database fails, only the in-process metrics."""
+        self.recovery.snapshot = await reads.recovery_figures() if reads is not None else None
         # No await between setting the snapshot and rendering: concurrent scrapes cannot mix.
         return self.render()

@@ -16,6 +16,7 @@ from muster_gateway.errors import GatewayError, not_found
 from muster_gateway.file_change_merge import Change
 from muster_gateway.file_changes import changes_by_message, turn_summary
 from muster_gateway.frames import client_phase, client_status, iso, message_data
+from muster_gateway.ids import parse_session_id as parse_session_id  # re-exported for the edges
 
 _SESSION_COLUMNS = """session_id, title, session_type, parent_session_id, root_session_id,
     phase, last_error, agent_type, model_id, created_at, updated_at, permission_level,
@@ -24,26 +25,12 @@ _SESSION_COLUMNS = """session_id, title, session_type, parent_session_id, root_s
 SESSION_COLUMNS = _SESSION_COLUMNS
 
 
-def parse_session_id(raw: str) -> UUID:
-    try:
-        return UUID(raw)
-    except (ValueError, TypeError, AttributeError):
-        raise not_found() from None
-
-
-async def owned(
-    conn: Connection | Pool,
-    user_id: str,
-    raw_id: str,
-    columns: str = "1",
-    *,
-    for_update: bool = False,
-) -> Any:
-    """The session's row (`columns`) when `user_id` owns it; else not_found."""
-    lock = " FOR UPDATE" if for_update else ""
+async def owned(conn: Connection | Pool, user_id: str, raw_id: str, columns: str = "1") -> Any:
+    """The session's row (`columns`) when `user_id` owns it; else not_found. Reads only:
+    a decision locks its session through the unit of work (`lock_owned_session`)."""
     row = await conn.fetchrow(
         # A deleted session is gone for every request, as if it never existed.
-        f"SELECT {columns} FROM sessions WHERE session_id = $1 AND user_id = $2 AND NOT deleted{lock}",
+        f"SELECT {columns} FROM sessions WHERE session_id = $1 AND user_id = $2 AND NOT deleted",
         parse_session_id(raw_id),
         user_id,
     )

@@ -11,7 +11,7 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, Response
 from starlette.exceptions import HTTPException
 
-from muster_gateway import commands, queries, schemas, streams
+from muster_gateway import commands, schemas
 from muster_gateway.auth import bearer_token
 from muster_gateway.context import Gateway, gateway_of
 from muster_gateway.errors import GatewayError, rest_body
@@ -60,7 +60,7 @@ async def list_sessions(
     limit: Annotated[int, Query(ge=1, le=1000)] = 100,
 ) -> dict[str, Any]:
     """This user's sessions of one type, newest first."""
-    return {"items": await queries.list_sessions(gw.pool, user, session_type, limit)}
+    return {"items": await gw.reads.sessions(user, session_type, limit)}
 
 
 @router.get(
@@ -70,7 +70,7 @@ async def list_sessions(
     response_model_exclude_unset=True,
 )
 async def get_session(gw: GW, user: User, session_id: str) -> dict[str, Any]:
-    return await queries.get_session(gw.pool, user, session_id)
+    return await gw.reads.session(user, session_id)
 
 
 @router.get(
@@ -88,13 +88,8 @@ async def list_messages(
     include_discarded: Annotated[bool, Query(alias="includeDiscarded")] = False,
 ) -> dict[str, Any]:
     """The newest `rounds` rounds before `beforeSeq`, ascending; follow `nextBeforeSeq`."""
-    return await queries.list_messages(
-        gw.pool,
-        user,
-        session_id,
-        rounds=rounds,
-        before_seq=before_seq,
-        include_discarded=include_discarded,
+    return await gw.reads.messages(
+        user, session_id, rounds=rounds, before_seq=before_seq, include_discarded=include_discarded
     )
 
 
@@ -107,7 +102,7 @@ async def round_file_changes(gw: GW, user: User, session_id: str, message_id: st
     """The file changes of the turn holding `message_id` (any message of it: a turn is a
     USER message and everything up to the next one), made by this session and by the
     subagents it delegated to, merged by path."""
-    return await queries.round_file_changes(gw.pool, user, session_id, message_id)
+    return await gw.reads.round_file_changes(user, session_id, message_id)
 
 
 @router.get(
@@ -124,7 +119,7 @@ async def list_executions(
 ) -> dict[str, Any]:
     """Executions this session delegated (`parent`, oldest first) or ran as the child
     session of (`child`, one per delegate / follow-up round)."""
-    return {"items": await queries.list_executions(gw.pool, user, session_id, role)}
+    return {"items": await gw.reads.executions(user, session_id, role)}
 
 
 @router.post(
@@ -137,13 +132,13 @@ async def compact_session(gw: GW, user: User, session_id: str) -> dict[str, Any]
     """Compact an idle session now: every turn but the latest is summarised by the
     session's model (`compaction_recorded` follows on its stream). `conflict` while a turn
     runs; messages stay stored, only the model's context shrinks."""
-    return await commands.request_compaction(gw.pool, user, session_id)
+    return await commands.request_compaction(gw.uows, user, session_id)
 
 
 @router.get("/healthz", response_model=schemas.Health, responses={503: {"model": schemas.Health}})
 async def healthz(request: Request) -> Response:
     found = getattr(request.app.state, "gateway", None)
-    if found is not None and await streams.healthy(found.pool):
+    if found is not None and await found.reads.healthy():
         return JSONResponse({"status": "ok"})
     return JSONResponse({"status": "unavailable"}, status_code=503)
 

@@ -11,12 +11,10 @@ from fastapi import APIRouter, Query, Response
 from muster_agent.agents import AgentRegistry, UnknownAgentType
 from muster_agent.context import model_messages
 from muster_agent.session_store import read_state
-from muster_runtime.uow.postgres_uow import PostgresUnitOfWork
 
-from muster_gateway import management, schemas, tree_queries
+from muster_gateway import management, schemas
 from muster_gateway import tree_schemas as ts
 from muster_gateway.errors import GatewayError, not_found
-from muster_gateway.queries import owned
 from muster_gateway.rest import _ERRORS, GW, User
 
 router = APIRouter()
@@ -33,7 +31,7 @@ def _agents(path: Path | None) -> AgentRegistry:
 async def side_tasks(gw: GW, user: User, session_id: str, recursive: bool = False) -> dict[str, Any]:
     """Direct SIDE_TASK children, or with `recursive=1` every SIDE_TASK descendant, flat,
     newest `updatedAt` first; archived subtrees and deleted sessions' subtrees left out."""
-    return {"items": await tree_queries.list_side_tasks(gw.pool, user, session_id, recursive)}
+    return {"items": await gw.reads.side_tasks(user, session_id, recursive)}
 
 
 @router.get("/v1/search", response_model=ts.SearchResults, responses=_ERRORS)
@@ -46,7 +44,7 @@ async def search(
     """Full-text search over the USER messages of this user's NORMAL and SIDE_TASK sessions."""
     if "\x00" in q:
         raise GatewayError("bad_request", "q: must not contain NUL characters")
-    return {"items": await tree_queries.search(gw.pool, user, q, limit)}
+    return {"items": await gw.reads.search(user, q, limit)}
 
 
 @router.patch(
@@ -61,13 +59,14 @@ async def patch_session(
     # Without a valid token the error handlers answer unauthorized whatever the body.
     body = body or ts.SessionPatch()
     changes = {"title": body.title, "model_id": body.modelId, "permission_level": body.permissionLevel}
-    return await management.change_settings(gw.pool, user, session_id, changes)
+    await management.change_settings(gw.uows, user, session_id, changes)
+    return await gw.reads.session(user, session_id)
 
 
 @router.delete("/v1/sessions/{session_id}", status_code=204, responses=_MANAGE_ERRORS)
 async def delete_session(gw: GW, user: User, session_id: str) -> Response:
     """That session only (a running turn is cancelled first); it answers not_found after."""
-    await management.delete(gw.pool, user, session_id)
+    await management.delete(gw.uows, user, session_id)
     return Response(status_code=204)
 
 
@@ -78,7 +77,8 @@ async def delete_session(gw: GW, user: User, session_id: str) -> Response:
     responses=_MANAGE_ERRORS,
 )
 async def archive(gw: GW, user: User, session_id: str) -> dict[str, Any]:
-    return await management.set_archived(gw.pool, user, session_id, True)
+    await management.set_archived(gw.uows, user, session_id, True)
+    return await gw.reads.session(user, session_id)
 
 
 @router.post(
@@ -88,7 +88,8 @@ async def archive(gw: GW, user: User, session_id: str) -> dict[str, Any]:
     responses=_MANAGE_ERRORS,
 )
 async def unarchive(gw: GW, user: User, session_id: str) -> dict[str, Any]:
-    return await management.set_archived(gw.pool, user, session_id, False)
+    await management.set_archived(gw.uows, user, session_id, False)
+    return await gw.reads.session(user, session_id)
 
 
 @router.post(
@@ -99,7 +100,8 @@ async def unarchive(gw: GW, user: User, session_id: str) -> dict[str, Any]:
 )
 async def promote(gw: GW, user: User, session_id: str) -> dict[str, Any]:
     """A side task becomes a NORMAL session, root of its own tree with its descendants."""
-    return await management.promote(gw.pool, user, session_id)
+    await management.promote(gw.uows, user, session_id)
+    return await gw.reads.session(user, session_id)
 
 
 @router.post(
@@ -109,14 +111,15 @@ async def promote(gw: GW, user: User, session_id: str) -> dict[str, Any]:
     responses=_MANAGE_ERRORS,
 )
 async def mark_read(gw: GW, user: User, session_id: str) -> dict[str, Any]:
-    return await management.mark_read(gw.pool, user, session_id)
+    await management.mark_read(gw.uows, user, session_id)
+    return await gw.reads.session(user, session_id)
 
 
 @router.get("/v1/sessions/{session_id}/context", response_model=ts.ModelContext, responses=_ERRORS)
 async def context(gw: GW, user: User, session_id: str) -> dict[str, Any]:
     """Exactly what the next model call of this session sends (the loop's own function)."""
-    sid = (await owned(gw.pool, user, session_id, "session_id"))["session_id"]
-    state = await read_state(lambda: PostgresUnitOfWork(gw.pool), sid)
+    sid = await gw.reads.owned_session_id(user, session_id)
+    state = await read_state(gw.uows, sid)
     if state is None:
         raise not_found()
     try:

@@ -9,16 +9,9 @@ from muster_contracts.tool_arguments import arguments_text, shown_arguments
 from pydantic import BaseModel
 
 from muster_gateway.frames import iso
-from muster_gateway.queries import owned
 from muster_gateway.rest import _ERRORS, GW, User
 
 router = APIRouter()
-
-WAITS = """
-SELECT wait_id, session_id, tool_call_id, detail, status, reason, created_at, resolved_at
-FROM session_waits WHERE session_id = $1 AND kind = $2 AND ($3::text IS NULL OR status = $3)
-ORDER BY position
-"""
 
 
 class Approval(BaseModel):
@@ -53,8 +46,7 @@ class QuestionList(BaseModel):
 
 
 async def _waits(gw: GW, user: str, session_id: str, kind: str, status: str | None) -> list[Any]:
-    row = await owned(gw.pool, user, session_id, "session_id")
-    return list(await gw.pool.fetch(WAITS, row["session_id"], kind, status))
+    return await gw.reads.waits(user, session_id, kind, status)
 
 
 def _common(row: Any) -> dict[str, Any]:

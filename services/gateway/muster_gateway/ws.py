@@ -22,11 +22,12 @@ from muster_runtime.process import tracing
 from muster_runtime.store import lineage
 from starlette.websockets import WebSocketDisconnect
 
-from muster_gateway import commands, queries, side_sessions, streams, ws_waits
+from muster_gateway import commands, side_sessions, ws_waits
 from muster_gateway.auth import bearer_token
 from muster_gateway.context import Gateway, gateway_of
 from muster_gateway.errors import GatewayError, ws_frame
 from muster_gateway.fanout import Cursor
+from muster_gateway.ids import parse_session_id
 from muster_gateway.protocol import Frame, FrameError, parse_frame
 
 log = logging.getLogger("muster.gateway.ws")
@@ -77,37 +78,37 @@ Handler = Callable[[Gateway, Client, Frame], Awaitable[None]]
 
 
 async def _create_session(gw: Gateway, client: Client, frame: Frame) -> None:
-    ack = await commands.create_session(gw.pool, client.user_id, frame.data, gw.settings.workspaces_dir)
+    ack = await commands.create_session(gw.uows, client.user_id, frame.data, gw.settings.workspaces_dir)
     client.reply("ack", frame.id, ack)
     gw.hub.subscribe(client, ack["sessionId"], Cursor(0, 0))  # all of its events, in order
 
 
 async def _create_side_session(gw: Gateway, client: Client, frame: Frame) -> None:
     assert frame.session_id is not None
-    ack = await side_sessions.create_side_session(gw.pool, client.user_id, frame.session_id, frame.data)
+    ack = await side_sessions.create_side_session(gw.uows, client.user_id, frame.session_id, frame.data)
     client.reply("ack", frame.id, ack)
     gw.hub.subscribe(client, ack["sessionId"], Cursor(0, 0))  # all of its events, in order
 
 
 async def _send_message(gw: Gateway, client: Client, frame: Frame) -> None:
     assert frame.session_id is not None
-    ack = await commands.send_message(gw.pool, client.user_id, frame.session_id, frame.data)
+    ack = await commands.send_message(gw.uows, client.user_id, frame.session_id, frame.data)
     client.reply("ack", frame.id, ack)
 
 
 async def _cancel(gw: Gateway, client: Client, frame: Frame) -> None:
     assert frame.session_id is not None
-    client.reply("ack", frame.id, await commands.cancel(gw.pool, client.user_id, frame.session_id))
+    client.reply("ack", frame.id, await commands.cancel(gw.uows, client.user_id, frame.session_id))
 
 
 async def _subscribe(gw: Gateway, client: Client, frame: Frame) -> None:
     assert frame.session_id is not None
-    session_id = str(queries.parse_session_id(frame.session_id))
+    session_id = str(parse_session_id(frame.session_id))
     if gw.hub.is_subscribed(client, session_id):
         client.reply("ack", frame.id, {})
         return
-    session_id, cursor = await streams.subscription_cursor(
-        gw.pool, client.user_id, frame.session_id, frame.data.afterPosition
+    session_id, cursor = await gw.reads.subscription_cursor(
+        client.user_id, frame.session_id, frame.data.afterPosition
     )
     client.reply("ack", frame.id, {"position": cursor.position})
     gw.hub.subscribe(client, session_id, cursor)
@@ -115,9 +116,9 @@ async def _subscribe(gw: Gateway, client: Client, frame: Frame) -> None:
 
 async def _unsubscribe(gw: Gateway, client: Client, frame: Frame) -> None:
     assert frame.session_id is not None
-    session_id = str(queries.parse_session_id(frame.session_id))
+    session_id = str(parse_session_id(frame.session_id))
     if not gw.hub.is_subscribed(client, session_id):
-        await queries.owned(gw.pool, client.user_id, session_id)  # foreign → not_found
+        await gw.reads.owned_session_id(client.user_id, session_id)  # foreign → not_found
     gw.hub.unsubscribe(client, session_id)
     client.reply("ack", frame.id, {})
 

@@ -10,13 +10,11 @@ from typing import Any, Protocol
 from uuid import UUID
 
 from muster_agent import answers
-from muster_runtime.uow.postgres_uow import PostgresUnitOfWork
-from muster_runtime.uow.unit_of_work import UnitOfWorkFactory
 
 from muster_gateway.context import Gateway
 from muster_gateway.errors import GatewayError
+from muster_gateway.ids import parse_session_id
 from muster_gateway.protocol import Frame
-from muster_gateway.queries import parse_session_id
 
 
 class WaitClient(Protocol):
@@ -25,10 +23,6 @@ class WaitClient(Protocol):
     def push(self, frame: dict[str, Any]) -> bool: ...
 
     def reply(self, frame_type: str, frame_id: Any, data: dict[str, Any] | None) -> None: ...
-
-
-def _uows(gw: Gateway) -> UnitOfWorkFactory:
-    return partial(PostgresUnitOfWork, gw.pool)
 
 
 def _wait_id(raw: str, name: str) -> UUID:
@@ -51,7 +45,7 @@ async def answer_approval(gw: Gateway, client: WaitClient, frame: Frame) -> None
     ack = await _answered(
         partial(
             answers.answer_approval,
-            _uows(gw),
+            gw.uows,
             client.user_id,
             parse_session_id(frame.session_id),
             _wait_id(data.approvalId, "approval"),
@@ -67,7 +61,7 @@ async def answer_question(gw: Gateway, client: WaitClient, frame: Frame) -> None
     ack = await _answered(
         partial(
             answers.answer_question,
-            _uows(gw),
+            gw.uows,
             client.user_id,
             parse_session_id(frame.session_id),
             _wait_id(frame.data.questionId, "question"),
@@ -84,7 +78,7 @@ async def tool_result(gw: Gateway, client: WaitClient, frame: Frame) -> None:
     ack = await _answered(
         partial(
             answers.answer_tool_request,
-            _uows(gw),
+            gw.uows,
             client.user_id,
             parse_session_id(frame.session_id),
             _wait_id(frame.data.requestId, "tool request"),

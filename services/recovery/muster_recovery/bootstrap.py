@@ -19,12 +19,15 @@ from muster_runtime.messaging.consuming import peek_event
 from muster_runtime.messaging.edge import Edge
 from muster_runtime.messaging.service import Resources, make_broker, resources, subscribe_batch
 from muster_runtime.process import tracing
-from muster_runtime.process.db import Pool
 from muster_runtime.process.settings import Settings
+from muster_runtime.uow.unit_of_work import UnitOfWorkFactory
 from pydantic import TypeAdapter
 
 from muster_recovery import handlers, tree_status
+from muster_recovery.placements import Placements
+from muster_recovery.postgres_scans import PostgresScans
 from muster_recovery.reconcile import housekeeping, reconcile_executions, reconcile_sessions
+from muster_recovery.scan_port import RecoveryScans
 
 log = logging.getLogger("muster.recovery")
 
@@ -37,6 +40,7 @@ class Recovery:
     broker: KafkaBroker
     app: FastStream
     held: Resources | None = None
+    scans: RecoveryScans | None = None
 
 
 HOUSEKEEPING_EVERY_S = 300.0
@@ -45,20 +49,20 @@ HOUSEKEEPING_EVERY_S = 300.0
 TREE_REPAIR_EVERY_S = 30.0
 
 
-async def reconcile_forever(pool: Pool, settings: Settings) -> None:
+async def reconcile_forever(uows: UnitOfWorkFactory, scans: RecoveryScans, settings: Settings) -> None:
     last_housekeeping = last_tree_repair = 0.0
     first = True
     while True:
         try:
-            await reconcile_sessions(pool, grace_s=settings.lease_ttl_s)
+            await reconcile_sessions(uows, scans, grace_s=settings.lease_ttl_s)
             if time.monotonic() - last_housekeeping > HOUSEKEEPING_EVERY_S:
-                await housekeeping(pool)
+                await housekeeping(scans)
                 last_housekeeping = time.monotonic()
             await reconcile_executions(
-                pool, grace_s=settings.lease_ttl_s, cancel_grace_s=settings.cancel_grace_s
+                uows, scans, grace_s=settings.lease_ttl_s, cancel_grace_s=settings.cancel_grace_s
             )
             if first or time.monotonic() - last_tree_repair > TREE_REPAIR_EVERY_S:
-                await tree_status.reconcile(pool)
+                await tree_status.reconcile(uows, scans)
                 last_tree_repair = time.monotonic()
             if first:
                 # Reconciliation at start is done: what a crash left behind is re-issued.
@@ -69,7 +73,7 @@ async def reconcile_forever(pool: Pool, settings: Settings) -> None:
         await asyncio.sleep(settings.reconcile_interval_s)
 
 
-def concerns(raw: bytes, placements: tree_status.Placements | None = None) -> bool:
+def concerns(raw: bytes, placements: Placements | None = None) -> bool:
     """Most events need nothing from recovery: those are acknowledged unvalidated (a record
     that is not an event is validated, and dead-lettered, as before). A session's creation
     tells `placements` where it sits."""
@@ -92,21 +96,22 @@ def build(settings: Settings) -> Recovery:
         async with tracing.running("recovery", settings), resources(settings) as held:
             edge.producer = held.producer
             recovery.held = held
-            held.spawn(reconcile_forever(held.pool, settings))
+            recovery.scans = PostgresScans(held.pool)
+            held.spawn(reconcile_forever(held.uow, recovery.scans, settings))
             yield
 
-    placements = tree_status.Placements()
+    placements = Placements()
 
     async def is_subagent(session_id: UUID) -> bool:
-        assert recovery.held is not None
-        row = await placements.of(recovery.held.pool, session_id)
-        return row is not None and row["session_type"] == "SUBAGENT"
+        assert recovery.scans is not None
+        placed = await placements.of(recovery.scans, session_id)
+        return placed is not None and placed.session_type == "SUBAGENT"
 
     async def dispatch(event: RecordedEvent) -> None:
-        assert recovery.held is not None
+        assert recovery.held is not None and recovery.scans is not None
         await handlers.on_event(event, recovery.held.uow, is_subagent)
         # Any change that can move a tree's signals, wherever it is in the tree.
-        await tree_status.on_event(event, recovery.held.pool, placements)
+        await tree_status.on_event(event, recovery.held.uow, recovery.scans, placements)
 
     subscribe_batch(
         broker,

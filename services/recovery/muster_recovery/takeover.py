@@ -5,6 +5,7 @@ one takeover between them (the loser finds it leased, running again or already t
 from __future__ import annotations
 
 import logging
+from collections.abc import Iterable
 from datetime import datetime
 from uuid import UUID
 
@@ -92,6 +93,18 @@ async def take_over_execution(uows: UnitOfWorkFactory, execution_id: UUID, now: 
         reason,
     )
     return True
+
+
+async def start_queued_input(uows: UnitOfWorkFactory, session_ids: Iterable[UUID]) -> None:
+    """Input the gateway accepted for idle sessions whose `ProcessSession` was lost (broker
+    restart) or arrived while the session's loop was winding down: send it again, in one
+    transaction. The harness claims each command once and starts a turn only under the
+    session's lock, so a command that turns out not to be needed changes nothing."""
+    async with uows() as uow:
+        for session_id in session_ids:
+            await uow.send(
+                topics.COMMANDS, str(session_id), ProcessSession(session_id=session_id, reason="stale_input")
+            )
 
 
 def _reason(lease: bool | None) -> ev.RecoveryReason:

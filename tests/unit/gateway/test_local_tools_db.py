@@ -12,6 +12,7 @@ from uuid import UUID, uuid4
 from muster_contracts import events as ev
 from muster_contracts import wait_events as we
 from muster_gateway.local_tools import LocalTools
+from muster_gateway.postgres_reads import PostgresReads
 from muster_runtime.process.db import Pool
 from muster_runtime.store import eventstore
 
@@ -54,7 +55,7 @@ async def test_outstanding_requests_go_to_their_users_sockets_once_each(pool: Po
     mine, theirs = await local_session(pool, "carol"), await local_session(pool, "dave")
     first = await request(pool, mine, "a.txt")
     await request(pool, theirs, "secret.txt")
-    local = LocalTools(pool, poll_interval_s=3600)
+    local = LocalTools(PostgresReads(pool), poll_interval_s=3600)
     laptop, phone, other = Socket("carol"), Socket("carol"), Socket("dave-not")
     assert await local.attach(laptop) == 1
     assert await local.attach(other) == 0
@@ -79,7 +80,7 @@ async def test_outstanding_requests_go_to_their_users_sockets_once_each(pool: Po
 
 async def test_a_lost_ring_is_made_up_by_the_poll(pool: Pool) -> None:
     sid = await local_session(pool, "erin")
-    local = LocalTools(pool, poll_interval_s=0.05)
+    local = LocalTools(PostgresReads(pool), poll_interval_s=0.05)
     laptop = Socket("erin")
     await local.attach(laptop)
     poller = asyncio.create_task(local.run_poller())

@@ -15,6 +15,7 @@ from fastapi.testclient import TestClient
 from muster_gateway.bootstrap import build_app
 from muster_gateway.context import Gateway
 from muster_gateway.metrics import Metrics
+from muster_gateway.postgres_reads import PostgresReads
 from muster_runtime.process.db import Pool, create_pool
 from muster_runtime.process.settings import Settings
 from prometheus_client.parser import text_string_to_metric_families
@@ -83,7 +84,7 @@ ZEROS = {
 
 async def test_figures_are_the_projections_sums_at_scrape_time(own_pool: Pool) -> None:
     metrics = Metrics()
-    assert recovery_figures(await metrics.scrape(own_pool)) == ZEROS  # every status, even unseen
+    assert recovery_figures(await metrics.scrape(PostgresReads(own_pool))) == ZEROS  # every status, even unseen
 
     parent = await session_row(own_pool, recoveries=2)
     await session_row(own_pool, recoveries=1)
@@ -95,7 +96,7 @@ async def test_figures_are_the_projections_sums_at_scrape_time(own_pool: Pool) -
     await execution_row(own_pool, parent, "RUNNING", "PENDING")
     await execution_row(own_pool, parent, "RUNNING", "PENDING")
 
-    text = await metrics.scrape(own_pool)
+    text = await metrics.scrape(PostgresReads(own_pool))
     assert recovery_figures(text) == ZEROS | {
         "muster_recoveries_total:execution": 7, "muster_recoveries_total:session": 3,
         "muster_lease_expiries_total": 4, "muster_result_deliveries_total": 2, "muster_results_suppressed_total": 1,
@@ -108,7 +109,7 @@ async def test_figures_are_the_projections_sums_at_scrape_time(own_pool: Pool) -
     # Figures come from the database at each scrape: a takeover recorded since shows at once.
     await own_pool.execute("UPDATE executions SET status = 'RECOVERING', recoveries = recoveries + 1, "
                            "lease_expiries = lease_expiries + 1 WHERE status = 'RUNNING'")
-    after = recovery_figures(await metrics.scrape(own_pool))
+    after = recovery_figures(await metrics.scrape(PostgresReads(own_pool)))
     assert after["muster_recoveries_total:execution"] == 9 and after["muster_lease_expiries_total"] == 6
     assert (after["muster_executions:RUNNING"], after["muster_executions:RECOVERING"]) == (0, 3)
 
@@ -118,10 +119,10 @@ async def test_a_closed_pool_leaves_only_the_in_process_metrics(
 ) -> None:
     metrics = Metrics()
     metrics.frame("ping")
-    assert recovery_figures(await metrics.scrape(own_pool))  # figures while the database answers
+    assert recovery_figures(await metrics.scrape(PostgresReads(own_pool)))  # figures while the database answers
     await own_pool.close()
     with caplog.at_level(logging.WARNING, logger="muster.gateway.metrics"):
-        text = await metrics.scrape(own_pool)
+        text = await metrics.scrape(PostgresReads(own_pool))
     assert recovery_figures(text) == {}  # no stale figures from the scrape before
     assert samples(text)[("muster_gateway_frames_total", (("type", "ping"),))] == 1
     assert [r.getMessage().split()[0] for r in caplog.records] == ["recovery_metrics_unavailable"]
@@ -137,9 +138,10 @@ def client(database: str, tmp_path: Path) -> Iterator[TestClient]:
 
 def test_the_endpoint_serves_them_without_a_token_and_survives_a_broken_pool(client: TestClient) -> None:
     gateway: Gateway = client.app.state.gateway  # type: ignore[attr-defined]
-    assert client.portal is not None
-    parent = client.portal.call(session_row, gateway.pool, 1)
-    client.portal.call(execution_row, gateway.pool, parent, "COMPLETED", "DELIVERED", 2, 1)
+    assert client.portal is not None and isinstance(gateway.reads, PostgresReads)
+    pool = gateway.reads.pool
+    parent = client.portal.call(session_row, pool, 1)
+    client.portal.call(execution_row, pool, parent, "COMPLETED", "DELIVERED", 2, 1)
 
     reply = client.get("/metrics")
     assert reply.status_code == 200 and reply.headers["content-type"].startswith("text/plain")
@@ -147,7 +149,7 @@ def test_the_endpoint_serves_them_without_a_token_and_survives_a_broken_pool(cli
     assert (figures["muster_recoveries_total:session"], figures["muster_recoveries_total:execution"],
             figures["muster_lease_expiries_total"], figures["muster_executions:COMPLETED"]) == (1, 2, 1, 1)
 
-    client.portal.call(gateway.pool.close)  # the database is gone for this process
+    client.portal.call(pool.close)  # the database is gone for this process
     reply = client.get("/metrics")
     assert reply.status_code == 200
     assert recovery_figures(reply.text) == {}

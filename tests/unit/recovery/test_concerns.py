@@ -9,8 +9,9 @@ from uuid import uuid4
 import orjson
 import pytest
 from muster_agent.barrier import BARRIER_CHECKED
-from muster_recovery import tree_status
 from muster_recovery.bootstrap import concerns
+from muster_recovery.placements import Placements
+from muster_recovery.scan_port import Placement
 from muster_runtime.messaging.consuming import peek_event
 
 
@@ -56,12 +57,12 @@ def test_a_record_that_is_not_an_event_goes_to_validation_and_the_dead_letters(r
 
 
 class NoReads:
-    async def fetchrow(self, *args: Any) -> Any:
+    async def placement(self, *args: Any) -> Any:
         raise AssertionError("a placement learned from its creation needs no read")
 
 
 async def test_a_sessions_creation_tells_where_it_sits_when_that_can_never_change() -> None:
-    placements = tree_status.Placements()
+    placements = Placements()
     root, child, task = uuid4(), uuid4(), uuid4()
     created = [
         record("SessionCreated", session_id=str(root), root_session_id=str(root), session_type="NORMAL"),
@@ -72,8 +73,7 @@ async def test_a_sessions_creation_tells_where_it_sits_when_that_can_never_chang
         record("SessionCreated", session_id="not-a-uuid"),
     ]  # fmt: skip
     assert not any(concerns(raw, placements) for raw in created)
-    assert await placements.of(NoReads(), root) == {  # type: ignore[arg-type]
-        "session_type": "NORMAL", "parent_session_id": None, "root_session_id": root}  # fmt: skip
-    assert (await placements.of(NoReads(), child) or {})["parent_session_id"] == root  # type: ignore[arg-type]
+    assert await placements.of(NoReads(), root) == Placement("NORMAL", None, root)  # type: ignore[arg-type]
+    assert await placements.of(NoReads(), child) == Placement("SUBAGENT", root, root)  # type: ignore[arg-type]
     with pytest.raises(AssertionError, match="no read"):  # a side task can be promoted: read each time
         await placements.of(NoReads(), task)  # type: ignore[arg-type]

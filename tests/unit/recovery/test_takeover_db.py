@@ -8,6 +8,7 @@ from datetime import datetime, timedelta
 from typing import Any
 from uuid import UUID
 
+from muster_recovery.postgres_scans import PostgresScans
 from muster_recovery.reconcile import reconcile_executions, reconcile_sessions
 from muster_recovery.takeover import take_over_execution
 from muster_runtime.process.db import Pool, create_pool
@@ -28,7 +29,7 @@ async def db_now(pool: Pool) -> datetime:
 async def test_an_unclaimed_execution_is_taken_over_on_its_own_id_and_child(pool: Pool) -> None:
     parent, (eid,) = await delegating_parent(uows(pool), ["c1"])
     before = await execution(uows(pool), eid)
-    await reconcile_executions(pool, grace_s=10, cancel_grace_s=30, now=await db_now(pool) + LATER)
+    await reconcile_executions(uows(pool), PostgresScans(pool), grace_s=10, cancel_grace_s=30, now=await db_now(pool) + LATER)
     after = await execution(uows(pool), eid)
     assert (after["status"], after["recoveries"], after["lease_expiries"]) == ("RECOVERING", 1, 0)
     assert (after["child_session_id"], after["deadline_at"]) == (before["child_session_id"], before["deadline_at"])
@@ -40,7 +41,7 @@ async def test_an_unclaimed_execution_is_taken_over_on_its_own_id_and_child(pool
     (recovering,) = await events_of(pool, eid, "ExecutionRecovering")
     assert recovering["payload"]["reason"] == "unclaimed"
     # Still unclaimed at the next scan: the command is re-sent, the takeover not re-recorded.
-    await reconcile_executions(pool, grace_s=10, cancel_grace_s=30, now=await db_now(pool) + LATER)
+    await reconcile_executions(uows(pool), PostgresScans(pool), grace_s=10, cancel_grace_s=30, now=await db_now(pool) + LATER)
     assert len(await outbox_commands(pool, "RunExecution", "execution_id", eid)) == 3
     assert len(await events_of(pool, eid, "ExecutionRecovering")) == 1
     assert (await execution(uows(pool), eid))["recoveries"] == 1
@@ -66,7 +67,7 @@ async def test_racing_takeovers_from_two_instances_record_one(pool: Pool, databa
         now = await db_now(pool) + LATER
         attempts = [take_over_execution(uows(p), eid, now) for eid in executions for p in (pool, other, pool, other)]
         await asyncio.gather(*attempts)
-        scans = [reconcile_executions(p, grace_s=10, cancel_grace_s=30, now=now) for p in (pool, other)]
+        scans = [reconcile_executions(uows(p), PostgresScans(p), grace_s=10, cancel_grace_s=30, now=now) for p in (pool, other)]
         await asyncio.gather(*scans)
     finally:
         await other.close()
@@ -83,11 +84,11 @@ async def test_a_deadline_is_absolute_across_restarts(pool: Pool) -> None:
     _, (eid,) = await delegating_parent(uows(pool), ["late"], clock=lambda: started)
     assert (await execution(uows(pool), eid))["deadline_at"] == started + timedelta(seconds=3600)
     # The worker died; after a restart recovery takes the run over, deadline unchanged.
-    await reconcile_executions(pool, grace_s=0, cancel_grace_s=30, now=real_now + timedelta(seconds=5))
+    await reconcile_executions(uows(pool), PostgresScans(pool), grace_s=0, cancel_grace_s=30, now=real_now + timedelta(seconds=5))
     row = await execution(uows(pool), eid)
     assert row["status"] == "RECOVERING" and row["deadline_at"] == started + timedelta(seconds=3600)
     # 10 s + the 30 s grace later it is over, wherever it runs.
-    await reconcile_executions(pool, grace_s=0, cancel_grace_s=30, now=real_now + timedelta(seconds=41))
+    await reconcile_executions(uows(pool), PostgresScans(pool), grace_s=0, cancel_grace_s=30, now=real_now + timedelta(seconds=41))
     row = await execution(uows(pool), eid)
     assert row["status"] == "FAILED" and "deadline" in row["error"]
 
@@ -102,13 +103,13 @@ async def test_a_turn_nobody_runs_is_resumed_once_and_waits_for_children_otherwi
         return value
 
     # Within the grace period a turn just started is left alone.
-    await reconcile_sessions(pool, grace_s=10, now=now)
+    await reconcile_sessions(uows(pool), PostgresScans(pool), grace_s=10, now=now)
     assert await phase(orphan) == "RUNNING"
-    await reconcile_sessions(pool, grace_s=10, now=now + LATER)
+    await reconcile_sessions(uows(pool), PostgresScans(pool), grace_s=10, now=now + LATER)
     assert (await phase(orphan), await phase(waiting)) == ("RESUMING", "RUNNING")  # the barrier resumes `waiting`
     commands = await outbox_commands(pool, "ProcessSession", "session_id", orphan)
     assert [c["payload"]["reason"] for c in commands] == ["recovery"]
     # A second scan re-sends the command but records no second takeover.
-    await reconcile_sessions(pool, grace_s=10, now=now + LATER)
+    await reconcile_sessions(uows(pool), PostgresScans(pool), grace_s=10, now=now + LATER)
     assert await pool.fetchval("SELECT recoveries FROM sessions WHERE session_id = $1", orphan) == 1
     assert len(await outbox_commands(pool, "ProcessSession", "session_id", orphan)) == 2

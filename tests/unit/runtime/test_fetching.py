@@ -1,4 +1,5 @@
-"""The adaptive fetch wait: fast while records flow, slow once idle, fast again at once."""
+"""The adaptive fetch wait: fast while records flow, slow once idle, fast again at once; and
+the switch that turns the local broker's tuning off with a real Kafka."""
 
 from __future__ import annotations
 
@@ -10,12 +11,9 @@ from typing import Any
 import pytest
 from aiokafka import AIOKafkaConsumer
 from faststream.kafka import KafkaBroker
-from muster_runtime.messaging.local_broker.fetching import (
-    AdaptiveConsumer,
-    AdaptiveFetchBroker,
-    FetchWait,
-    adaptive_builder,
-)
+from muster_runtime.messaging.consumer import ServiceBroker, ServiceConsumer
+from muster_runtime.messaging.local_broker import tuning
+from muster_runtime.messaging.local_broker.fetching import AdaptiveConsumer, FetchWait, adaptive_builder
 from muster_runtime.process.settings import Settings
 
 from tests.unit.runtime.fakes import Clock
@@ -97,7 +95,12 @@ async def test_the_builder_keeps_faststreams_options() -> None:
     assert adaptive_builder(other, idle_fetch_max_wait_ms=100, idle_after_s=2.0) is other
 
 
-async def test_service_brokers_build_adaptive_consumers(monkeypatch: pytest.MonkeyPatch) -> None:
+def _settings(**values: Any) -> Settings:
+    return Settings(database_url="", kafka_bootstrap_servers="127.0.0.1:1", data_dir=Path("."), **values)
+
+
+async def _built_consumer(monkeypatch: pytest.MonkeyPatch, settings: Settings) -> AIOKafkaConsumer:
+    from muster_runtime.messaging.kafka import consumer_options
     from muster_runtime.messaging.service import make_broker
 
     async def connect(self: KafkaBroker) -> Any:
@@ -105,12 +108,42 @@ async def test_service_brokers_build_adaptive_consumers(monkeypatch: pytest.Monk
         return self.config.broker_config.builder
 
     monkeypatch.setattr(KafkaBroker, "_connect", connect)
-    settings = Settings(database_url="", kafka_bootstrap_servers="127.0.0.1:1", data_dir=Path("."))
     broker = make_broker(settings, "test")
-    assert isinstance(broker, AdaptiveFetchBroker)
+    assert isinstance(broker, ServiceBroker)
     builder = await broker._connect()
     assert builder is broker.config.broker_config.builder
-    consumer = builder(group_id="g", fetch_max_wait_ms=settings.kafka_fetch_max_wait_ms)
+    consumer: AIOKafkaConsumer = builder(group_id="g", **consumer_options(settings))
+    return consumer
+
+
+async def test_on_the_local_broker_service_brokers_build_adaptive_consumers(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    settings = _settings(local_broker=True, bells_dir=Path("/tmp/bells"))
+    consumer = await _built_consumer(monkeypatch, settings)
     assert isinstance(consumer, AdaptiveConsumer)
+    assert consumer.fetch_wait.busy_ms == settings.kafka_fetch_max_wait_ms
+    assert consumer._fetch_max_wait_ms == settings.kafka_fetch_max_wait_ms
     assert consumer.fetch_wait.idle_ms == settings.kafka_idle_fetch_max_wait_ms
     assert consumer.fetch_wait.idle_after_s == settings.kafka_idle_after_ms / 1000
+    assert consumer._bells_dir == Path("/tmp/bells")
+
+
+async def test_with_a_real_kafka_consumers_keep_aiokafkas_options_and_no_bells(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The adapter is off: aiokafka's default fetch wait, a plain service consumer (its
+    commits behind the next batch), no bells even if a directory is named."""
+    settings = _settings(bells_dir=Path("/tmp/bells"), recovery_fetch_max_wait_ms=250)
+    consumer = await _built_consumer(monkeypatch, settings)
+    assert type(consumer) is ServiceConsumer
+    assert consumer._fetch_max_wait_ms == 500  # aiokafka's default
+    assert tuning.fetch_options(settings, backstop_ms=250) == {}
+    assert tuning.bells_dir(settings) is None and tuning.publishers_ringer(settings) is None
+
+
+def test_a_backstop_subscriber_waits_longer_on_the_local_broker_only() -> None:
+    local = _settings(local_broker=True)
+    assert tuning.fetch_options(local) == {"fetch_max_wait_ms": 5}
+    assert tuning.fetch_options(local, backstop_ms=250) == {"fetch_max_wait_ms": 250}
+    assert tuning.fetch_options(local, backstop_ms=1) == {"fetch_max_wait_ms": 5}

@@ -17,6 +17,8 @@ from muster_runtime.process.db import Pool
 from muster_runtime.store import eventstore
 from muster_runtime.uow.postgres_uow import PostgresUnitOfWork
 
+from tests.databases import uows
+
 USER = "alice"
 
 
@@ -58,7 +60,7 @@ async def conversation(pool: Pool, sid: UUID, turns: int, start: int = 1) -> lis
 
 async def side(pool: Pool, source: UUID, who: str = USER, **data: Any) -> UUID:
     data.setdefault("content", "side question")
-    ack = await side_sessions.create_side_session(pool, who, str(source), CreateSideSessionData(**data))
+    ack = await side_sessions.create_side_session(uows(pool), who, str(source), CreateSideSessionData(**data))
     return UUID(ack["sessionId"])
 
 

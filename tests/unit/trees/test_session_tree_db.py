@@ -11,8 +11,13 @@ from muster_contracts import events as ev
 from muster_gateway import management, queries, tree_queries
 from muster_gateway.errors import GatewayError
 from muster_recovery import tree_status
+from muster_recovery.placements import Placements
+from muster_recovery.postgres_scans import PostgresScans
+from muster_recovery.scan_port import Placement
 from muster_runtime.process.db import Pool
 from muster_runtime.store import rebuild
+
+from tests.databases import uows
 
 from .side_support import USER, append, main_session, side, user
 
@@ -49,13 +54,13 @@ async def test_recursive_listing_is_flat_and_ordered_direct_is_one_level(pool: P
 
 async def test_archive_hides_a_subtree_and_unarchive_shows_it(pool: Pool) -> None:
     main, a, b, c = await chain(pool)
-    await management.set_archived(pool, USER, str(b), True)
+    await management.set_archived(uows(pool), USER, str(b), True)
     assert await listed(pool, main) == [str(a)]
     assert (await queries.get_session(pool, USER, str(b)))["archived"] is True  # still openable
-    await management.set_archived(pool, USER, str(b), False)
+    await management.set_archived(uows(pool), USER, str(b), False)
     assert set(await listed(pool, main)) == {str(a), str(b), str(c)}
     with pytest.raises(GatewayError) as info:
-        await management.set_archived(pool, USER, str(main), True)
+        await management.set_archived(uows(pool), USER, str(main), True)
     assert info.value.code == "conflict"
     await rebuilds(pool)
 
@@ -67,7 +72,7 @@ async def test_delete_hides_the_session_its_subtree_and_their_search_hits(pool: 
         (str(c), str(main), "SIDE_TASK")]
     assert "**quokkaroo**" in hits[0]["snippet"]
     assert await tree_queries.search(pool, "bob", "quokkaroo", 10) == []
-    await management.delete(pool, USER, str(a))
+    await management.delete(uows(pool), USER, str(a))
     assert await listed(pool, main) == []
     assert await tree_queries.search(pool, USER, "quokkaroo", 10) == []
     with pytest.raises(GatewayError) as info:
@@ -78,7 +83,8 @@ async def test_delete_hides_the_session_its_subtree_and_their_search_hits(pool: 
 
 async def test_promote_makes_a_root_of_its_subtree(pool: Pool) -> None:
     main, a, b, c = await chain(pool)
-    promoted = await management.promote(pool, USER, str(b))
+    await management.promote(uows(pool), USER, str(b))
+    promoted = await queries.get_session(pool, USER, str(b))
     assert (promoted["sessionType"], promoted["parentSessionId"], promoted["rootSessionId"]) == (
         "NORMAL", None, str(b))
     assert (await queries.get_session(pool, USER, str(c)))["rootSessionId"] == str(b)
@@ -87,7 +93,7 @@ async def test_promote_makes_a_root_of_its_subtree(pool: Pool) -> None:
     await rebuilds(pool)
     for target in (main, b):  # not side tasks (any more)
         with pytest.raises(GatewayError) as info:
-            await management.promote(pool, USER, str(target))
+            await management.promote(uows(pool), USER, str(target))
         assert info.value.code == "conflict"
 
 
@@ -99,23 +105,24 @@ async def test_promote_refuses_a_running_side_task_or_one_with_a_subagent(pool: 
                                                 parent_session_id=b, root_session_id=main))
     for target in (c, b):
         with pytest.raises(GatewayError) as info:
-            await management.promote(pool, USER, str(target))
+            await management.promote(uows(pool), USER, str(target))
         assert info.value.code == "conflict"
     with pytest.raises(GatewayError) as info:
-        await management.promote(pool, "bob", str(a))
+        await management.promote(uows(pool), "bob", str(a))
     assert info.value.code == "not_found"
 
 
 async def test_settings_change_and_subagents_refuse(pool: Pool) -> None:
     main, a, _, _ = await chain(pool)
-    body = await management.change_settings(
-        pool, USER, str(a), {"title": "renamed", "model_id": "m2", "permission_level": "ask"})
+    changes = {"title": "renamed", "model_id": "m2", "permission_level": "ask"}
+    await management.change_settings(uows(pool), USER, str(a), changes)
+    body = await queries.get_session(pool, USER, str(a))
     assert (body["title"], body["modelId"], body["permissionLevel"]) == ("renamed", "m2", "ask")
     child = UUID(int=78)
     await append(pool, child, ev.SessionCreated(session_id=child, user_id=USER, session_type="SUBAGENT",
                                                 parent_session_id=main, root_session_id=main))
     with pytest.raises(GatewayError) as info:
-        await management.change_settings(pool, USER, str(child), {"title": "x"})
+        await management.change_settings(uows(pool), USER, str(child), {"title": "x"})
     assert info.value.code == "conflict"
     await rebuilds(pool)
 
@@ -131,15 +138,15 @@ async def test_tree_signals_follow_the_deepest_side_task(pool: Pool) -> None:
         return item["treeRunning"], item["treeUnread"]
 
     await append(pool, c, ev.SessionPhaseChanged(phase="RUNNING"))
-    assert await tree_status.refresh(pool, main) is True
-    assert await tree_status.refresh(pool, main) is False  # nothing changed: nothing recorded
+    assert await tree_status.refresh(uows(pool), main) is True
+    assert await tree_status.refresh(uows(pool), main) is False  # nothing changed: nothing recorded
     assert await signals() == (True, False)
     await append(pool, c, ev.SessionPhaseChanged(phase="COMPLETED"))
-    await tree_status.refresh(pool, main)
+    await tree_status.refresh(uows(pool), main)
     assert await signals() == (False, True)
     assert (await queries.get_session(pool, USER, str(c)))["unread"] is True
-    await management.mark_read(pool, USER, str(c))
-    await tree_status.refresh(pool, main)
+    await management.mark_read(uows(pool), USER, str(c))
+    await tree_status.refresh(uows(pool), main)
     assert await signals() == (False, False)
     kinds = [r["type"] for r in await pool.fetch(
         "SELECT type FROM events WHERE stream_id = $1 ORDER BY position", str(main))]
@@ -185,9 +192,9 @@ async def test_reconciliation_records_a_signal_whose_event_was_lost(pool: Pool) 
     task = await side(pool, main)
     await append(pool, task, ev.SessionPhaseChanged(phase="RUNNING"))  # no event consumed: lost
     assert await pool.fetchval("SELECT tree_running FROM sessions WHERE session_id = $1", main) is False
-    assert await tree_status.reconcile(pool) >= 1
+    assert await tree_status.reconcile(uows(pool), PostgresScans(pool)) >= 1
     assert await pool.fetchval("SELECT tree_running FROM sessions WHERE session_id = $1", main) is True
-    assert await tree_status.reconcile(pool) == 0
+    assert await tree_status.reconcile(uows(pool), PostgresScans(pool)) == 0
 
 
 async def test_archived_and_deleted_subtrees_leave_the_signals(pool: Pool) -> None:
@@ -198,11 +205,11 @@ async def test_archived_and_deleted_subtrees_leave_the_signals(pool: Pool) -> No
         return bool(await pool.fetchval("SELECT tree_running FROM muster_tree_status($1)", [main]))
 
     assert await running()
-    await management.set_archived(pool, USER, str(b), True)
+    await management.set_archived(uows(pool), USER, str(b), True)
     assert not await running()
-    await management.set_archived(pool, USER, str(b), False)
+    await management.set_archived(uows(pool), USER, str(b), False)
     assert await running()
-    await management.delete(pool, USER, str(a))
+    await management.delete(uows(pool), USER, str(a))
     assert not await running()
     await rebuilds(pool)
 
@@ -228,25 +235,26 @@ async def test_pending_waits_count_anywhere_in_the_tree_and_a_lost_signal_is_rec
     question = UUID(int=110)
     await append(pool, task, we.QuestionAsked(question_id=question, tool_call_id="q", question="?"))
     assert await counts() == (3, 1)
-    assert await tree_status.reconcile(pool) >= 1  # no event consumed: the lost signal is made up
+    assert await tree_status.reconcile(uows(pool), PostgresScans(pool)) >= 1  # no event consumed: the lost signal is made up
     assert await pool.fetchval("SELECT pending_approvals FROM sessions WHERE session_id = $1", main) == 3
     await append(pool, child, we.ApprovalResolved(approval_id=approvals[child], decision="approve"))
     await append(pool, task, we.QuestionResolved(question_id=question, outcome="dropped"))
     assert await counts() == (2, 0)
-    await management.delete(pool, USER, str(task))  # a deleted session's waits are dropped with it
+    await management.delete(uows(pool), USER, str(task))  # a deleted session's waits are dropped with it
     assert await counts() == (1, 0)
     await rebuilds(pool)
 
 
-class CountingPool:
-    """The pool, counting the placement reads that reach the database."""
+class CountingScans(PostgresScans):
+    """The scans, counting the placement reads that reach the database."""
 
     def __init__(self, pool: Pool) -> None:
-        self.pool, self.reads = pool, 0
+        super().__init__(pool)
+        self.reads = 0
 
-    async def fetchrow(self, query: str, *args: object) -> object:
+    async def placement(self, session_id: UUID) -> Placement | None:
         self.reads += 1
-        return await self.pool.fetchrow(query, *args)
+        return await super().placement(session_id)
 
 
 async def test_placements_that_cannot_change_are_read_once_and_the_others_every_time(pool: Pool) -> None:
@@ -258,9 +266,9 @@ async def test_placements_that_cannot_change_are_read_once_and_the_others_every_
         await append(pool, child, ev.SessionCreated(session_id=child, user_id=USER, session_type="SUBAGENT",
                                                     parent_session_id=parent, root_session_id=main))
         placed[name] = child
-    placements, counting = tree_status.Placements(), CountingPool(pool)
+    placements, counting = Placements(), CountingScans(pool)
     for _ in range(3):
         for sid in (main, placed["direct"], task, placed["under_task"]):
-            row = await placements.of(counting, sid)  # type: ignore[arg-type]
-            assert row is not None and row["root_session_id"] == main
+            row = await placements.of(counting, sid)
+            assert row is not None and row.root_session_id == main
     assert counting.reads == 2 + 2 * 3  # the root and its subagent once; the others each time

@@ -18,7 +18,7 @@ from aiokafka.structs import ConsumerRecord
 Record: TypeAlias = "ConsumerRecord[bytes, bytes]"
 
 # Subscriber options for batch mode. A fetch that returns records is handed over at once;
-# with the services' consumer (`fetching.AdaptiveConsumer`) `batch_timeout_ms` is only how
+# with the services' consumer (`consumer.ServiceConsumer`) `batch_timeout_ms` is only how
 # often an idle consumer re-decides its fetch wait (FastStream's own consumer would also
 # sleep this long after every empty poll).
 BATCH_OPTIONS: dict[str, Any] = {"batch": True, "max_records": 500, "batch_timeout_ms": 200}

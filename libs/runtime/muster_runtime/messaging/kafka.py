@@ -14,6 +14,7 @@ from aiokafka.errors import KafkaConnectionError
 from aiokafka.partitioner import DefaultPartitioner, murmur2
 
 from muster_runtime.messaging import topics
+from muster_runtime.messaging.local_broker import tuning
 from muster_runtime.messaging.local_broker.bells import Ringer
 from muster_runtime.messaging.outbox import Publish, Record
 from muster_runtime.process import retrying
@@ -22,14 +23,15 @@ from muster_runtime.process.settings import Settings
 log = logging.getLogger("muster.kafka")
 
 
-def consumer_options(settings: Settings) -> dict[str, Any]:
+def consumer_options(settings: Settings, *, backstop_ms: int | None = None) -> dict[str, Any]:
     """Options for every FastStream subscriber. `earliest` because the local broker's
-    "latest" offset answer is wrong; committed offsets make restarts resume correctly."""
+    "latest" offset answer is wrong; committed offsets make restarts resume correctly. The
+    fetch wait is the local broker's tuning (`tuning.fetch_options`), none with Kafka."""
     return {
         "auto_offset_reset": "earliest",
-        "fetch_max_wait_ms": settings.kafka_fetch_max_wait_ms,
         "session_timeout_ms": settings.kafka_session_timeout_ms,
         "heartbeat_interval_ms": settings.kafka_heartbeat_interval_ms,
+        **tuning.fetch_options(settings, backstop_ms=backstop_ms),
     }
 
 

@@ -116,8 +116,12 @@ class Settings(BaseSettings):
     # with Kafka in deploy/ set it to the instances planned.
     partitions: int = Field(topics.DEFAULT_PARTITIONS, ge=1, validation_alias=_var("MUSTER_PARTITIONS"))
     kafka_replication_factor: int = Field(1, ge=1, validation_alias=_var("MUSTER_KAFKA_REPLICATION_FACTOR"))
+    # The local broker's tuning (`messaging.local_broker`) is on only when the broker is
+    # Tansu: `muster run` sets this when it runs the broker itself. Off, consumers use
+    # aiokafka's own fetch options and no bells.
+    local_broker: bool = Field(False, validation_alias=_var("MUSTER_LOCAL_BROKER"))
     # Tansu may answer a waiting fetch only when fetch_max_wait_ms elapses, so each consume
-    # hop costs this much latency; keep it tiny locally, leave Kafka's default in deploy/.
+    # hop costs this much latency on the local broker; real Kafka keeps aiokafka's default.
     kafka_fetch_max_wait_ms: int = Field(5, validation_alias=_var("MUSTER_KAFKA_FETCH_MAX_WAIT_MS"))
     # After `kafka_idle_after_ms` without records a consumer waits this long per fetch
     # instead (never less than the busy value), so an idle cluster does not poll the broker

@@ -2,15 +2,17 @@
 
 from __future__ import annotations
 
-import importlib.util
 import sys
 from pathlib import Path
-from types import ModuleType
 
 from alembic import command
 from alembic.config import Config
 
 MIGRATIONS = Path(__file__).parent / "migrations"
+# The database's functions: the current definition of each in `sql/<name>.sql`, and in
+# `sql/versions/<revision>_<name>.sql` the exact text each migration installed.
+SQL = Path(__file__).parent / "sql"
+SQL_VERSIONS = SQL / "versions"
 
 
 def sqlalchemy_url(database_url: str) -> str:
@@ -31,15 +33,15 @@ def run_script(script: str) -> None:
             op.execute(statement)
 
 
-def migration_module(file_name: str) -> ModuleType:
-    """Inside a migration: an earlier revision's module (by its file name), for the SQL
-    text a later revision extends (the projector function is spliced, not copied)."""
-    source = MIGRATIONS / "versions" / file_name
-    spec = importlib.util.spec_from_file_location(source.stem, source)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+def install(*file_names: str) -> None:
+    """Inside a migration: run the versioned definitions it installs, each a file of
+    `sql/versions/` read as written (one function or type per file, never assembled from
+    another migration's text, so the text a revision installs can be opened and never
+    changes when a later revision does)."""
+    from alembic import op
+
+    for file_name in file_names:
+        op.execute((SQL_VERSIONS / file_name).read_text(encoding="utf-8"))
 
 
 def upgrade(database_url: str, revision: str = "head") -> None:

@@ -1,8 +1,10 @@
 """The unique constraints of PostgreSQL's projection tables, kept by the in-memory twin:
 decisions rely on them instead of checking first (a retried `clientMessageId` is refused
 by `session_inputs_client_key`, a second execution of one tool call by
-`executions_parent_call_key`), so the twin refuses the same inserts with the same error
-and constraint name, and the decision's transaction is rolled back as on PostgreSQL."""
+`executions_parent_call_key`), so the twin refuses the same inserts with the same error —
+`DuplicateKey` for the keys decisions handle (`DuplicateKey.KEYS`), as `PostgresUnitOfWork`
+raises it, else PostgreSQL's `UniqueViolation` with the constraint's name — and the
+decision's transaction is rolled back as on PostgreSQL."""
 
 from __future__ import annotations
 
@@ -10,6 +12,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from muster_runtime.process.db import UniqueViolation
+from muster_runtime.uow.unit_of_work import DuplicateKey
 
 Row = dict[str, Any]
 
@@ -29,7 +32,9 @@ UNIQUE: dict[str, tuple[tuple[str, tuple[str, ...]], ...]] = {
 }
 
 
-def violation(constraint: str) -> UniqueViolation:
+def violation(constraint: str) -> Exception:
+    if constraint in DuplicateKey.KEYS:
+        return DuplicateKey(constraint)
     error = UniqueViolation(f'duplicate key value violates unique constraint "{constraint}"')
     error.constraint_name = constraint
     return error

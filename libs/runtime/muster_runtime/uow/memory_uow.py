@@ -22,7 +22,10 @@ from muster_contracts.envelope import Envelope
 
 from muster_runtime.store import lineage
 from muster_runtime.store.eventstore import ConcurrencyError, Recorded, StoredEvent
+from muster_runtime.uow import memory_trees
+from muster_runtime.uow.aggregates import Compaction, Input, Message, Session, Wait
 from muster_runtime.uow.memory_projection import Tables, project
+from muster_runtime.uow.recovery_views import TreeStatus
 from muster_runtime.uow.unit_of_work import (
     OPEN_STATUSES,
     RUNNING_PHASES,
@@ -341,3 +344,69 @@ class InMemoryUnitOfWork(AbstractUnitOfWork):
     async def lease_live(self, resource_id: str, now: datetime) -> bool | None:
         held = self._work.leases.get(resource_id)
         return None if held is None else held[1] > now
+
+    # -- recovery's reads -----------------------------------------------------------------
+
+    async def tree_status(self, root_session_id: UUID) -> TreeStatus | None:
+        found = memory_trees.nodes(self._work.streams)
+        return memory_trees.status(found, self._tables.waits.values(), root_session_id)
+
+    # -- typed reads of the gateway's decisions (aggregates.py) ---------------------------
+
+    async def lock_owned_session(self, user_id: str, session_id: UUID) -> Session | None:
+        row = self._tables.sessions.get(session_id)
+        if row is None or row["user_id"] != user_id or row.get("deleted", False):
+            return None
+        return Session.of(row)
+
+    async def session(self, session_id: UUID) -> Session | None:
+        row = self._tables.sessions.get(session_id)
+        return Session.of(row) if row is not None else None
+
+    async def queued_inputs(self, session_id: UUID) -> list[Input]:
+        inputs = self._tables.inputs.values()
+        queued = [i for i in inputs if i["session_id"] == session_id and i["state"] == "QUEUED"]
+        return [Input.of(i) for i in sorted(queued, key=lambda i: i["position"])]
+
+    async def client_input(self, session_id: UUID, client_message_id: str) -> Input | None:
+        for row in self._tables.inputs.values():
+            if row["session_id"] == session_id and row["client_message_id"] == client_message_id:
+                return Input.of(row)
+        return None
+
+    async def has_subagents(self, session_id: UUID) -> bool:
+        sessions = self._tables.sessions.values()
+        return any(s["parent_session_id"] == session_id and s["session_type"] == "SUBAGENT" for s in sessions)
+
+    async def lock_wait(self, wait_id: UUID) -> Wait | None:
+        row = self._tables.waits.get(wait_id)
+        return Wait.of(row) if row is not None else None
+
+    def _messages(self, session_id: UUID, keep: Any) -> list[Message]:
+        rows = [m for m in self._tables.messages.values() if m["session_id"] == session_id and keep(m)]
+        return [Message.of(m) for m in sorted(rows, key=lambda m: m["seq"])]
+
+    async def latest_messages(self, session_id: UUID, limit: int) -> list[Message]:
+        visible = self._messages(session_id, lambda m: not m["discarded"])
+        return visible[-limit:] if limit > 0 else []
+
+    async def message_seq(self, session_id: UUID, message_id: UUID) -> int | None:
+        row = self._tables.messages.get(message_id)
+        if row is None or row["session_id"] != session_id or row["discarded"]:
+            return None
+        seq: int = row["seq"]
+        return seq
+
+    async def turn_up_to(self, session_id: UUID, seq: int) -> list[Message]:
+        visible = self._messages(session_id, lambda m: not m["discarded"] and m["seq"] <= seq)
+        start = max((m.seq for m in visible if m.role == "USER"), default=0)
+        return [m for m in visible if m.seq >= start]
+
+    async def discarded_up_to(self, session_id: UUID, seq: int) -> list[UUID]:
+        return [
+            m.message_id for m in self._messages(session_id, lambda m: m["discarded"] and m["seq"] <= seq)
+        ]
+
+    async def compaction(self, session_id: UUID) -> Compaction | None:
+        row = self._tables.compactions.get(session_id)
+        return Compaction.of(row) if row is not None else None

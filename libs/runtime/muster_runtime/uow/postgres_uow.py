@@ -22,6 +22,7 @@ import contextlib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime
+from types import TracebackType
 from typing import Any
 from uuid import UUID
 
@@ -33,7 +34,8 @@ from muster_runtime.messaging import dispatch, outbox
 from muster_runtime.process.db import Connection, Pool
 from muster_runtime.store import eventstore
 from muster_runtime.store.eventstore import StoredEvent
-from muster_runtime.uow import batched, leases, quiet_close, tracking
+from muster_runtime.uow import batched, leases, postgres_trees, quiet_close, tracking
+from muster_runtime.uow.aggregates import Compaction, Input, Message, Session, Wait
 from muster_runtime.uow.postgres_queries import (
     CLAIM_RUNNING_SESSION,
     CLAIM_SESSION,
@@ -46,10 +48,12 @@ from muster_runtime.uow.postgres_queries import (
     claimed_state,
     snapshot,
 )
+from muster_runtime.uow.recovery_views import TreeStatus
 from muster_runtime.uow.unit_of_work import (
     OPEN_STATUSES,
     RUNNING_PHASES,
     AbstractUnitOfWork,
+    DuplicateKey,
     ExecutionClaim,
     LockedClaim,
     Row,
@@ -400,3 +404,118 @@ class PostgresUnitOfWork(AbstractUnitOfWork):
             "SELECT expires_at > $2::timestamptz FROM leases WHERE resource_id = $1", resource_id, now
         )
         return live
+
+    # -- recovery's reads -----------------------------------------------------------------
+
+    async def tree_status(self, root_session_id: UUID) -> TreeStatus | None:
+        return await postgres_trees.tree_status(await self._reader(), root_session_id)
+
+    # -- typed reads of the gateway's decisions (aggregates.py) ---------------------------
+
+    async def lock_owned_session(self, user_id: str, session_id: UUID) -> Session | None:
+        # The owner is in the WHERE clause: another user's row is neither read nor locked.
+        row = await (await self.connection()).fetchrow(
+            "SELECT * FROM sessions WHERE session_id = $1 AND user_id = $2 AND NOT deleted FOR UPDATE",
+            session_id,
+            user_id,
+        )
+        return Session.of(row) if row is not None else None
+
+    async def session(self, session_id: UUID) -> Session | None:
+        row = await (await self._reader()).fetchrow(
+            "SELECT * FROM sessions WHERE session_id = $1", session_id
+        )
+        return Session.of(row) if row is not None else None
+
+    async def queued_inputs(self, session_id: UUID) -> list[Input]:
+        rows = await (await self._reader()).fetch(
+            "SELECT * FROM session_inputs WHERE session_id = $1 AND state = 'QUEUED' ORDER BY position",
+            session_id,
+        )
+        return [Input.of(r) for r in rows]
+
+    async def client_input(self, session_id: UUID, client_message_id: str) -> Input | None:
+        row = await (await self._reader()).fetchrow(
+            "SELECT * FROM session_inputs WHERE session_id = $1 AND client_message_id = $2",
+            session_id,
+            client_message_id,
+        )
+        return Input.of(row) if row is not None else None
+
+    async def has_subagents(self, session_id: UUID) -> bool:
+        found: bool = await (await self._reader()).fetchval(
+            """SELECT EXISTS (SELECT 1 FROM sessions
+                              WHERE parent_session_id = $1 AND session_type = 'SUBAGENT')""",
+            session_id,
+        )
+        return found
+
+    async def lock_wait(self, wait_id: UUID) -> Wait | None:
+        row = await (await self.connection()).fetchrow(
+            "SELECT * FROM session_waits WHERE wait_id = $1 FOR UPDATE", wait_id
+        )
+        return Wait.of(row) if row is not None else None
+
+    async def latest_messages(self, session_id: UUID, limit: int) -> list[Message]:
+        rows = await (await self._reader()).fetch(
+            f"""SELECT * FROM (SELECT {_MESSAGE} FROM messages WHERE session_id = $1 AND NOT discarded
+                               ORDER BY seq DESC LIMIT $2) newest ORDER BY seq""",
+            session_id,
+            limit,
+        )
+        return [Message.of(r) for r in rows]
+
+    async def message_seq(self, session_id: UUID, message_id: UUID) -> int | None:
+        seq: int | None = await (await self._reader()).fetchval(
+            "SELECT seq FROM messages WHERE session_id = $1 AND message_id = $2 AND NOT discarded",
+            session_id,
+            message_id,
+        )
+        return seq
+
+    async def turn_up_to(self, session_id: UUID, seq: int) -> list[Message]:
+        rows = await (await self._reader()).fetch(
+            f"""SELECT {_MESSAGE} FROM messages
+                WHERE session_id = $1 AND NOT discarded AND seq <= $2
+                  AND seq >= (SELECT coalesce(max(seq), 0) FROM messages
+                              WHERE session_id = $1 AND NOT discarded AND role = 'USER' AND seq <= $2)
+                ORDER BY seq""",
+            session_id,
+            seq,
+        )
+        return [Message.of(r) for r in rows]
+
+    async def discarded_up_to(self, session_id: UUID, seq: int) -> list[UUID]:
+        rows = await (await self._reader()).fetch(
+            "SELECT message_id FROM messages WHERE session_id = $1 AND discarded AND seq <= $2 ORDER BY seq",
+            session_id,
+            seq,
+        )
+        return [r["message_id"] for r in rows]
+
+    async def compaction(self, session_id: UUID) -> Compaction | None:
+        row = await (await self._reader()).fetchrow(
+            "SELECT * FROM compactions WHERE session_id = $1", session_id
+        )
+        return Compaction.of(row) if row is not None else None
+
+    async def __aexit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        # A unique key a decision relies on comes out as the implementation-neutral
+        # `DuplicateKey`, whether the staged write met it mid-decision or at commit.
+        try:
+            await super().__aexit__(exc_type, exc, tb)
+        except asyncpg.UniqueViolationError as failed:
+            if _decided_key(failed):
+                raise DuplicateKey(failed.constraint_name) from failed
+            raise
+        if isinstance(exc, asyncpg.UniqueViolationError) and _decided_key(exc):
+            raise DuplicateKey(exc.constraint_name) from exc
+
+
+_MESSAGE = "message_id, seq, role, content, tool_calls, tool_call_id, discarded"
+
+
+def _decided_key(exc: asyncpg.UniqueViolationError) -> bool:
+    return exc.constraint_name in DuplicateKey.KEYS

@@ -30,13 +30,15 @@ from muster_contracts.envelope import Envelope
 from muster_contracts.events import DomainEvent
 
 from muster_runtime.store.eventstore import Recorded, StoredEvent
+from muster_runtime.uow.aggregates import Compaction, Input, Message, Session, Wait
+
+# Re-exported for the modules that import them from here; phases.py defines them.
+from muster_runtime.uow.phases import OPEN_STATUSES as OPEN_STATUSES
+from muster_runtime.uow.phases import RUNNING_PHASES as RUNNING_PHASES
+from muster_runtime.uow.phases import WAITING_PHASES as WAITING_PHASES
+from muster_runtime.uow.recovery_views import TreeStatus
 
 Row = dict[str, Any]
-OPEN_STATUSES = ("RUNNING", "RECOVERING")  # an execution's
-RUNNING_PHASES = ("RUNNING", "RESUMING")  # a session's turn runs (recovery's RESUMING included)
-# A session's turn waits for a person (approval, answer) or for its LOCAL client: no
-# process holds it; the answer, recorded by the gateway, makes it RUNNING again.
-WAITING_PHASES = ("WAITING_APPROVAL", "WAITING_INPUT", "WAITING_CLIENT")
 
 
 class SessionBusy(Exception):
@@ -97,7 +99,6 @@ class RunClose:
     finished: Sequence[DomainEvent]
     notice: Sequence[DomainEvent]
     finished_metadata: dict[str, Any] | None = None
-
 
 
 class AbstractUnitOfWork(abc.ABC):
@@ -278,6 +279,77 @@ class AbstractUnitOfWork(abc.ABC):
     @abc.abstractmethod
     async def lease_live(self, resource_id: str, now: datetime) -> bool | None:
         """Whether the lease on `resource_id` is live at `now`; None: nobody ever held it."""
+
+    # -- recovery's reads -----------------------------------------------------------------
+
+    @abc.abstractmethod
+    async def tree_status(self, root_session_id: UUID) -> TreeStatus | None:
+        """The root's tree signals as recorded on its stream and as its tree adds up now
+        (None: not a live root). Read under the root's lock, it decides whether a
+        `SessionTreeStatusChanged` is due."""
+
+    # -- typed reads of the gateway's decisions (aggregates.py) ---------------------------
+
+    @abc.abstractmethod
+    async def lock_owned_session(self, user_id: str, session_id: UUID) -> Session | None:
+        """The session, locked until commit, when `user_id` owns it and it is not deleted;
+        None otherwise: another user's session is exactly as absent as a missing one (it
+        is not locked either)."""
+
+    @abc.abstractmethod
+    async def session(self, session_id: UUID) -> Session | None:
+        """The session as committed, without a lock (None: no such session)."""
+
+    @abc.abstractmethod
+    async def queued_inputs(self, session_id: UUID) -> list[Input]:
+        """The inputs accepted and not yet turned into messages, oldest first."""
+
+    @abc.abstractmethod
+    async def client_input(self, session_id: UUID, client_message_id: str) -> Input | None:
+        """The input a client posted with this `clientMessageId` in this session, if any."""
+
+    @abc.abstractmethod
+    async def has_subagents(self, session_id: UUID) -> bool:
+        """Whether the session ever delegated (a SUBAGENT session names it as its parent)."""
+
+    @abc.abstractmethod
+    async def lock_wait(self, wait_id: UUID) -> Wait | None:
+        """The wait, locked until commit (None: no such wait)."""
+
+    @abc.abstractmethod
+    async def latest_messages(self, session_id: UUID, limit: int) -> list[Message]:
+        """The session's newest `limit` visible (not discarded) messages, by seq."""
+
+    @abc.abstractmethod
+    async def message_seq(self, session_id: UUID, message_id: UUID) -> int | None:
+        """The seq of a visible message of the session (None: not one of them)."""
+
+    @abc.abstractmethod
+    async def turn_up_to(self, session_id: UUID, seq: int) -> list[Message]:
+        """The visible messages from the session's last USER message at or before `seq`
+        up to `seq`, by seq: the turn that holds `seq` (everything, with no USER before)."""
+
+    @abc.abstractmethod
+    async def discarded_up_to(self, session_id: UUID, seq: int) -> list[UUID]:
+        """The ids of the session's discarded messages at or before `seq`, by seq."""
+
+    @abc.abstractmethod
+    async def compaction(self, session_id: UUID) -> Compaction | None:
+        """The session's latest compaction, if any."""
+
+
+class DuplicateKey(Exception):
+    """A decision wrote a row whose unique key was taken (raised by both implementations,
+    on the append or at commit; the decision rolled back). Only the keys decisions rely
+    on are reported this way: `KEYS`."""
+
+    # A retried `clientMessageId` in a session (`session_inputs` (session_id, client_message_id)).
+    CLIENT_MESSAGE = "session_inputs_client_key"
+    KEYS = frozenset({CLIENT_MESSAGE})
+
+    def __init__(self, key: str) -> None:
+        super().__init__(key)
+        self.key = key
 
 
 UnitOfWorkFactory = Callable[[], AbstractUnitOfWork]

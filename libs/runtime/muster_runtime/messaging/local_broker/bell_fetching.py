@@ -2,9 +2,9 @@
 out when the consumer is rung, once it has handled its buffered records, or after the
 fallback, instead of every `fetch_max_wait_ms`.
 
-The hook: aiokafka's Fetcher runs one task per fetch, `_proc_fetch_request` (send, then
-store what came back; True when records did), and sends no other fetch to that broker
-while it runs. The method is wrapped on the fetcher instance, so waiting for the bell
+The hook: aiokafka's Fetcher runs one task per fetch (send, then store what came back; True
+when records did), and sends no other fetch to that broker while it runs. That task is
+wrapped on the fetcher instance (`aiokafka_hooks.wrap_fetch`), so waiting for the bell
 inside it holds the next fetch back. No aiokafka code is patched.
 """
 
@@ -15,6 +15,12 @@ import contextlib
 from collections.abc import Callable
 from typing import Any
 
+from muster_runtime.messaging.local_broker.aiokafka_hooks import (
+    Fetch,
+    consumed_signal,
+    set_fetch_wait,
+    wrap_fetch,
+)
 from muster_runtime.messaging.local_broker.bells import Bell
 
 Clock = Callable[[], float]
@@ -50,7 +56,6 @@ class Chase:
 
 def gate_on_bell(fetcher: Any, bell: Bell, *, busy_ms: int, fallback_s: float, clock: Clock) -> None:
     """Make `fetcher` wait for `bell` between fetches (see the module's docstring)."""
-    fetch = fetcher._proc_fetch_request
     chase = Chase(clock)
     # The rings counted before the last fetch, when it brought records.
     after_records: int | None = None
@@ -64,13 +69,16 @@ def gate_on_bell(fetcher: Any, bell: Bell, *, busy_ms: int, fallback_s: float, c
         chase.rung(rung)
         # The fetch sent on a ring should come straight back if its records are not
         # visible yet: the chase then asks again.
-        fetcher._fetch_max_wait_ms = 1 if rung else busy_ms
+        set_fetch_wait(fetcher, 1 if rung else busy_ms)
 
-    async def fetch_or_wait(assignment: Any, node_id: Any, request: Any) -> bool:
+    def gated(fetch: Fetch) -> Fetch:
+        return lambda assignment, node_id, request: fetch_or_wait(fetch, assignment, node_id, request)
+
+    async def fetch_or_wait(fetch: Fetch, assignment: Any, node_id: Any, request: Any) -> bool:
         nonlocal after_records
         # Set when the consumer has handled buffered records: the fetcher then has
         # partitions to ask for again, and must not be held here.
-        consumed = fetcher._wait_consume_future
+        consumed = consumed_signal(fetcher)
         before, after_records = after_records, None
         if before is not None and bell.rings == before and assignment.active:
             # Records came and nothing was rung since: this request leaves out the
@@ -83,9 +91,9 @@ def gate_on_bell(fetcher: Any, bell: Bell, *, busy_ms: int, fallback_s: float, c
         if fetched:
             after_records = seen
         if chase.chasing(fetched) or not assignment.active:
-            fetcher._fetch_max_wait_ms = busy_ms
+            set_fetch_wait(fetcher, busy_ms)
             return fetched
         await wait_for_bell(seen, consumed)
         return fetched
 
-    fetcher._proc_fetch_request = fetch_or_wait
+    wrap_fetch(fetcher, gated)

@@ -1,0 +1,26 @@
+-- muster_lock_session: a session's lock and what a decision under it reads first, in one
+-- round trip: the row FOR UPDATE, then its oldest queued input, its open execution as a
+-- child and its open executions as a parent. Each read is a statement of its own after the
+-- lock: a VOLATILE PL/pgSQL function takes a new snapshot per statement, so the reads see
+-- every decision that committed before the lock was granted.
+-- Called by: PostgresUnitOfWork's locks (postgres_queries.LOCK_SESSION, LOCK_SESSIONS) and
+-- muster_claim_session.
+
+CREATE OR REPLACE FUNCTION muster_lock_session(p_session uuid, p_open text[])
+RETURNS TABLE (locked sessions, queued_id uuid, queued_content text, open_run executions,
+               open_children executions[])
+LANGUAGE plpgsql VOLATILE AS $$
+BEGIN
+    SELECT * INTO locked FROM sessions WHERE session_id = p_session FOR UPDATE;
+    IF FOUND THEN
+        SELECT i.message_id, i.content INTO queued_id, queued_content FROM session_inputs i
+         WHERE i.session_id = p_session AND i.state = 'QUEUED' ORDER BY i.position LIMIT 1;
+        SELECT * INTO open_run FROM executions e
+         WHERE e.child_session_id = p_session AND e.status = ANY (p_open) ORDER BY e.round DESC LIMIT 1;
+        open_children := ARRAY(
+            SELECT e FROM executions e WHERE e.parent_session_id = p_session AND e.status = ANY (p_open)
+             ORDER BY e.started_at);
+    END IF;
+    RETURN NEXT;
+END
+$$;
