@@ -15,7 +15,7 @@ from muster_runtime.process.db import UniqueViolation
 from muster_runtime.store.eventstore import ConcurrencyError
 
 from tests.unit.runtime.uow_contract import covers
-from tests.unit.runtime.uow_harness import Harness, created, message, new_session
+from tests.unit.runtime.uow_harness import Harness, created, message, new_session, started
 
 
 @covers("append", "lock_session", "read_stream")
@@ -209,20 +209,20 @@ async def test_blobs_are_kept_once_by_digest_and_only_with_the_decision(work: Ha
 
 @covers("append")
 async def test_a_projection_constraint_refuses_the_decision_with_its_name(work: Harness) -> None:
-    """Decisions rely on the projections' unique constraints (a retried clientMessageId is
-    recognised by `session_inputs_client_key`): both refuse the same insert alike."""
-    sid = await new_session(work)
-    first = ev.UserMessageQueued(message_id=uuid4(), client_message_id="retried", content="hi")
+    """A second execution of one tool call (invariant 1) is refused by the projection's
+    unique key on both, with PostgreSQL's error and constraint name, and nothing of that
+    decision remains (the keys decisions handle raise `DuplicateKey` instead)."""
+    parent, child = await new_session(work), await new_session(work)
+    first, second = uuid4(), uuid4()
     async with work.uow() as uow:
-        await uow.append(str(sid), [first], expected_version=1)
+        await uow.append(str(first), [started(first, parent, child, "call-1")], expected_version=0)
     with pytest.raises(UniqueViolation) as refused:
         async with work.uow() as uow:
-            again = ev.UserMessageQueued(message_id=uuid4(), client_message_id="retried", content="hi")
-            await uow.append(str(sid), [again], expected_version=2)
-            await uow.send("muster.commands", str(sid), ProcessSession(session_id=sid))
-            await uow.current_version(str(sid))  # the next statement writes what was staged
-    assert refused.value.constraint_name == "session_inputs_client_key"
+            await uow.append(str(second), [started(second, parent, child, "call-1")], expected_version=0)
+            await uow.send("muster.commands", str(parent), ProcessSession(session_id=parent))
+            await uow.read_stream(str(parent))  # the next statement writes what was staged
+    assert refused.value.constraint_name == "executions_parent_call_key"
     async with work.uow() as uow:
-        assert await uow.current_version(str(sid)) == 2
-        assert (await uow.next_queued_input(sid) or {})["message_id"] == first.message_id
+        assert await uow.execution(second) is None and await uow.read_stream(str(second)) == []
+        assert [e["execution_id"] for e in await uow.executions_of(parent)] == [first]
     assert work.sent() == []

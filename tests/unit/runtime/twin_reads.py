@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from muster_contracts import events as ev
 from muster_runtime.uow.unit_of_work import AbstractUnitOfWork, UnitOfWorkFactory
 
 from tests.unit.runtime.twin_streams import History
@@ -16,7 +17,7 @@ WAIT_IDS = ("approval_id", "question_id", "request_id")
 
 async def every_read(uows: UnitOfWorkFactory, history: History) -> dict[str, Any]:
     async with uows() as uow:
-        normalise, waits = await _log(uow, history)
+        normalise, waits, clients = await _log(uow, history)
         reads: dict[str, Any] = {}
         for sid in history.sessions:
             reads[f"session {sid}"] = await _session_reads(uow, normalise, sid)
@@ -31,6 +32,9 @@ async def every_read(uows: UnitOfWorkFactory, history: History) -> dict[str, Any
         for wid in waits:
             reads[f"wait {wid}"] = normalise.value("", await uow.wait(wid))
             reads[f"locked wait {wid}"] = normalise.value("", await uow.wait(wid, lock=True))
+            reads[f"typed wait {wid}"] = normalise.value("", await uow.lock_wait(wid))
+        for sid in history.sessions:
+            reads[f"typed {sid}"] = normalise.value("", await _typed_reads(uow, sid, clients))
     async with uows() as uow:  # a lock's reads are answered from the lock (PostgreSQL)
         for sid in history.sessions:
             reads[f"locked {sid}"] = [
@@ -42,13 +46,38 @@ async def every_read(uows: UnitOfWorkFactory, history: History) -> dict[str, Any
     return reads
 
 
-async def _log(uow: AbstractUnitOfWork, history: History) -> tuple[Normaliser, list[Any]]:
-    log, waits = [], []
+async def _log(uow: AbstractUnitOfWork, history: History) -> tuple[Normaliser, list[Any], list[str]]:
+    log, waits, clients = [], [], []
     for stream in [*history.sessions, *history.executions]:
         for stored in await uow.read_stream(str(stream)):
             log.append((stored.position, stored.stream_id, stored.stream_version, stored.recorded_at))
             waits += [getattr(stored.event, n) for n in WAIT_IDS if hasattr(stored.event, n)]
-    return Normaliser(log), list(dict.fromkeys(waits))
+            if isinstance(stored.event, ev.UserMessageQueued) and stored.event.client_message_id:
+                clients.append(stored.event.client_message_id)
+    return Normaliser(log), list(dict.fromkeys(waits)), clients
+
+
+async def _typed_reads(uow: AbstractUnitOfWork, sid: Any, clients: list[str]) -> dict[str, Any]:
+    """The gateway's and recovery's typed reads (`aggregates.py`) of one session."""
+    session = await uow.session(sid)
+    if session is None:
+        return {"session": None}
+    count = session.message_count
+    visible = [m.message_id for m in await uow.latest_messages(sid, count + 1)]
+    return {
+        "session": session,
+        "owned": await uow.lock_owned_session(session.user_id, sid),
+        "foreign": await uow.lock_owned_session("someone else", sid),
+        "queued": await uow.queued_inputs(sid),
+        "clients": {c: await uow.client_input(sid, c) for c in clients},
+        "subagents": await uow.has_subagents(sid),
+        "latest": [await uow.latest_messages(sid, n) for n in (0, 2, count + 1)],
+        "seqs": {str(m): await uow.message_seq(sid, m) for m in visible},
+        "turns": [await uow.turn_up_to(sid, seq) for seq in range(count + 1)],
+        "discarded": [await uow.discarded_up_to(sid, seq) for seq in range(count + 1)],
+        "compaction": await uow.compaction(sid),
+        "tree": await uow.tree_status(sid),
+    }
 
 
 async def _session_reads(uow: AbstractUnitOfWork, normalise: Normaliser, sid: Any) -> dict[str, Any]:

@@ -13,6 +13,7 @@ Ids become strings: the twin keeps the compaction as PostgreSQL's `row_to_json` 
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 from collections.abc import Iterable, Iterator
 from datetime import datetime, timedelta, tzinfo
 from typing import Any
@@ -79,6 +80,10 @@ class Normaliser:
             return self.times.get(at, ("unknown time", value))
         if isinstance(value, UUID):
             return str(value)
+        if dataclasses.is_dataclass(value) and not isinstance(value, type):  # the typed reads
+            return self.value(column, dataclasses.asdict(value))
+        if isinstance(value, tuple):
+            return [self.value("", v) for v in value]
         if isinstance(value, dict):
             return {k: self.value(k, v) for k, v in value.items()}
         if isinstance(value, list):

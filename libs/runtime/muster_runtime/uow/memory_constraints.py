@@ -35,8 +35,8 @@ UNIQUE: dict[str, tuple[tuple[str, tuple[str, ...]], ...]] = {
 def violation(constraint: str) -> Exception:
     if constraint in DuplicateKey.KEYS:
         return DuplicateKey(constraint)
-    error = UniqueViolation(f'duplicate key value violates unique constraint "{constraint}"')
-    error.constraint_name = constraint
+    error: Exception = UniqueViolation(f'duplicate key value violates unique constraint "{constraint}"')
+    error.constraint_name = constraint  # type: ignore[attr-defined]  # as the server's error carries it
     return error
 
 
