@@ -129,7 +129,7 @@ def build_app(settings: Settings, *, tokens: Mapping[str, str], kafka: bool = Tr
     app.include_router(rest_events.router)
     app.include_router(ws.router)
     rest.install_error_handlers(app)
-    console.install(app)
+    console.install(app, settings)
 
     @app.get("/metrics", include_in_schema=False)
     async def prometheus() -> Response:

@@ -81,6 +81,9 @@ class Settings(BaseSettings):
     data_dir: Path = Field(Path(".muster"), validation_alias=_var("MUSTER_DATA_DIR"))
     gateway_host: str = Field("127.0.0.1", validation_alias=_var("MUSTER_GATEWAY_HOST"))
     gateway_port: int = Field(8765, validation_alias=_var("MUSTER_GATEWAY_PORT"))
+    # Origins besides the gateway's own whose pages may open the WebSocket (comma-separated,
+    # `*` for any): the console served elsewhere, say (muster_gateway.origin).
+    allowed_origins: str = Field("", validation_alias=_var("MUSTER_ALLOWED_ORIGINS"))
     # Off: frames are small JSON, and deflate cost the gateway a tenth of its CPU per turn.
     ws_compression: bool = Field(False, validation_alias=_var("MUSTER_WS_COMPRESSION"))
     instance_id: str = Field(
