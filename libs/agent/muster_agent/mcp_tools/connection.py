@@ -80,6 +80,8 @@ class McpConnection:
                     "(it stopped or crashed); the call was not repeated"
                 ) from exc
             raise
+        except TimeoutError:
+            raise  # (an OSError too) the call's own timeout: the connection stays
         except (OSError, httpx2.HTTPError) as exc:
             self._lost()
             raise ServerUnavailable(f"MCP server {self.config.name!r} is unreachable: {exc}") from exc
