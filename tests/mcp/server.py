@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import sys
 from pathlib import Path
 
 from mcp.server.mcpserver import MCPServer
@@ -37,5 +38,26 @@ async def slow(seconds: float) -> dict[str, float]:
     return {"slept": seconds}
 
 
+def _http(port: int, authorization: str) -> None:
+    """Serve streamable HTTP on 127.0.0.1:`port`, answering 401 to a request whose
+    `Authorization` header is not `authorization`."""
+    import uvicorn
+    from starlette.types import ASGIApp, Receive, Scope, Send
+
+    app: ASGIApp = server.streamable_http_app()
+
+    async def guarded(scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http" and dict(scope["headers"]).get(b"authorization") != authorization.encode():
+            await send({"type": "http.response.start", "status": 401, "headers": []})
+            await send({"type": "http.response.body", "body": b"unauthorized"})
+            return
+        await app(scope, receive, send)
+
+    uvicorn.run(guarded, host="127.0.0.1", port=port, log_level="warning")
+
+
 if __name__ == "__main__":
-    server.run("stdio")
+    if sys.argv[1:2] == ["http"]:
+        _http(int(sys.argv[2]), sys.argv[3])
+    else:
+        server.run("stdio")

@@ -8,14 +8,19 @@ from __future__ import annotations
 import json
 import os
 import signal
-from collections.abc import AsyncIterator
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
 import pytest
 from muster_agent.agents import AgentDefinition, AgentRegistry
+from muster_agent.mcp_tools.connection import ServerUnavailable
 from muster_agent.mcp_tools.pool import McpTools
 
-from tests.mcp.support import agents_toml, alive, calls_made, server_pids, wait_for
+from tests.mcp.support import ROOT, agents_toml, alive, calls_made, server_pids, wait_for
 
 
 @pytest.fixture
@@ -129,3 +134,61 @@ async def test_close_stops_the_stdio_server(tmp_path: Path, files: dict[str, Pat
     await tools.close()
     assert not alive(pid)
     assert await tools.schemas(definition) == []  # a closed pool starts nothing again
+
+
+@pytest.fixture
+def http_server(tmp_path: Path, files: dict[str, Path]) -> Iterator[str]:
+    """The test server over streamable HTTP (a process of its own), wanting a bearer token."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    process = subprocess.Popen(
+        [sys.executable, "-m", "tests.mcp.server", "http", str(port), "Bearer t0ken"], cwd=ROOT, env=dict(os.environ)
+    )
+
+    def listening() -> bool:
+        with socket.socket() as s:
+            return s.connect_ex(("127.0.0.1", port)) == 0
+
+    try:
+        deadline = time.monotonic() + 60
+        while not listening():
+            assert process.poll() is None and time.monotonic() < deadline, "the HTTP server did not start"
+            time.sleep(0.05)
+        yield f"http://127.0.0.1:{port}/mcp"
+    finally:
+        process.terminate()
+        process.wait(10)
+
+
+async def test_a_streamable_http_server_gets_its_headers_from_the_named_variables(
+    mcp: McpTools, tmp_path: Path, http_server: str, files: dict[str, Path], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    path = tmp_path / "http.toml"
+    path.write_text(f'[h]\n[h.mcp_servers.remote]\nurl = "{http_server}"\nheaders = {{ Authorization = "REMOTE_AUTH" }}\n')
+    definition = AgentRegistry.load(path).get("h")
+    monkeypatch.setenv("REMOTE_AUTH", "Bearer t0ken")
+    assert [s["function"]["name"] for s in await mcp.schemas(definition)] == ["remote__echo", "remote__slow"]
+    result = await mcp.call(definition, "remote__echo", json.dumps({"text": "over http"}))
+    assert result == {"success": True, "content": "over http", "structured_content": {"result": "over http"}}
+    assert calls_made(files["calls"]) == ["echo over http"]
+
+
+async def test_a_missing_or_wrong_header_variable_makes_the_server_unavailable(
+    tmp_path: Path, http_server: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    path = tmp_path / "http.toml"
+    path.write_text(f'[h]\n[h.mcp_servers.remote]\nurl = "{http_server}"\nheaders = {{ Authorization = "REMOTE_AUTH" }}\n')
+    definition = AgentRegistry.load(path).get("h")
+    monkeypatch.delenv("REMOTE_AUTH", raising=False)
+    connection = McpTools(start_timeout_s=30).connection("h", definition.mcp_servers[0])
+    with pytest.raises(ServerUnavailable, match="needs the environment variable REMOTE_AUTH"):
+        await connection.tools()
+    monkeypatch.setenv("REMOTE_AUTH", "Bearer wrong")
+    wrong = McpTools(start_timeout_s=30)
+    try:
+        assert await wrong.schemas(definition) == []
+        with pytest.raises(ServerUnavailable, match="unavailable"):
+            await wrong.connection("h", definition.mcp_servers[0]).tools()  # at once, no new start
+    finally:
+        await wrong.close()

@@ -32,6 +32,9 @@ from muster_agent.mcp_tools.config import McpServerConfig, MissingSecret
 log = logging.getLogger("muster.mcp")
 
 CONNECTION_CLOSED = -32000
+# After a failed start, uses within this time fail at once with the same error instead of
+# each waiting for a start of their own (a model call lists every server of its agent).
+RETRY_AFTER_S = 5.0
 
 
 class ServerUnavailable(Exception):
@@ -48,6 +51,7 @@ class McpConnection:
         self._owner: asyncio.Task[None] | None = None
         self._stop = asyncio.Event()
         self._starting = asyncio.Lock()
+        self._failed: tuple[float, ServerUnavailable] | None = None  # when, and why
         self.starts = 0  # how many times the connection was opened (tests, logs)
 
     @property
@@ -106,19 +110,28 @@ class McpConnection:
         async with self._starting:
             if self._session is not None and self._owner is not None and not self._owner.done():
                 return self._session
+            loop = asyncio.get_running_loop()
+            if self._failed is not None and loop.time() - self._failed[0] < RETRY_AFTER_S:
+                raise self._failed[1]
             if self._owner is not None:
                 await self.close()  # a dead connection's owner: let it finish first
             self._stop = asyncio.Event()
-            ready: asyncio.Future[ClientSession] = asyncio.get_running_loop().create_future()
+            ready: asyncio.Future[ClientSession] = loop.create_future()
             self._owner = asyncio.create_task(self._own(ready, self._stop), name=f"mcp-{self.config.name}")
             try:
                 async with asyncio.timeout(self._start_timeout):
                     session = await asyncio.shield(ready)
             except TimeoutError:
                 await self.close()
-                raise ServerUnavailable(
+                failure = ServerUnavailable(
                     f"MCP server {self.config.name!r} did not start within {self._start_timeout:g} s"
-                ) from None
+                )
+                self._failed = (loop.time(), failure)
+                raise failure from None
+            except ServerUnavailable as failure:
+                self._failed = (loop.time(), failure)
+                raise
+            self._failed = None
             self._session = session
             return session
 
