@@ -1,8 +1,8 @@
 """MCP servers as tool sources through a running cluster (issue 40 item 5): an agent type
 of a test agents.toml uses the stdio test server; a scripted turn calls both of its tools,
 the server is killed in the middle of the slow one, the model gets a clear error and the
-turn goes on; `/context` shows the MCP tools offered; after the cluster stops, no server
-process is left."""
+turn goes on; `/context` shows the MCP tools offered; a subagent calls them in the worker;
+after the cluster stops, no server process is left."""
 
 from __future__ import annotations
 
@@ -84,6 +84,20 @@ async def test_mcp_tools_are_offered_called_recorded_and_survive_a_killed_server
     context = await rest.json(f"/v1/sessions/{sid}/context")
     names = [tool["function"]["name"] for tool in context["tools"]]
     assert names == ["read_file", "tests__echo", "tests__slow"]
+
+
+async def test_a_subagent_calls_mcp_tools_in_the_worker(client: Client, rest: Rest, files: dict[str, Path]) -> None:
+    child = script({"tool_calls": [call("tests__echo", text="from the child")]}, {"content": "child done"})
+    parent = script({"tool_calls": [call("delegate", agent_type="mcp", task=child)]}, {"content": "parent done"})
+    sid = str((await client.ack("create_session", data={"content": parent}))["sessionId"])
+    assert await client.wait_phase(sid, timeout=120) == "COMPLETED"
+    history = await rest.messages(sid)
+    delegated = json.loads(next(m["content"] for m in history if m["role"] == "TOOL"))
+    assert (delegated["success"], delegated["result"]) == (True, "child done")
+    child_history = await rest.messages(delegated["child_session_id"])
+    (result,) = (json.loads(m["content"]) for m in child_history if m["role"] == "TOOL")
+    assert result == {"success": True, "content": "from the child", "structured_content": {"result": "from the child"}}
+    assert calls_made(files["calls"])[-1] == "echo from the child"
 
 
 def test_no_server_process_outlives_the_cluster(mcluster: Launcher, files: dict[str, Path]) -> None:
