@@ -33,7 +33,8 @@ async def slow(seconds: float) -> dict[str, float]:
     _log(f"slow {seconds}")
     started = os.environ.get("MCP_TEST_SLOW_STARTED")
     if started:
-        Path(started).write_text(str(os.getpid()))
+        Path(f"{started}.tmp").write_text(str(os.getpid()))
+        os.replace(f"{started}.tmp", started)  # whole, for a reader that waits for it
     await asyncio.sleep(seconds)
     return {"slept": seconds}
 

@@ -192,3 +192,16 @@ async def test_a_missing_or_wrong_header_variable_makes_the_server_unavailable(
             await wrong.connection("h", definition.mcp_servers[0]).tools()  # at once, no new start
     finally:
         await wrong.close()
+
+
+async def test_a_server_that_died_while_idle_is_started_again_before_the_next_call(
+    mcp: McpTools, tmp_path: Path, files: dict[str, Path]
+) -> None:
+    definition = agent(tmp_path)
+    await mcp.call(definition, "tests__slow", json.dumps({"seconds": 0}))
+    pid = int(files["started"].read_text())
+    os.kill(pid, signal.SIGKILL)
+    await wait_for(lambda: not alive(pid))
+    result = await mcp.call(definition, "tests__echo", json.dumps({"text": "fresh"}))
+    assert result["content"] == "fresh"  # the call was not lost to the dead process
+    assert mcp.connection("mcp", definition.mcp_servers[0]).starts == 2

@@ -72,7 +72,7 @@ class McpConnection:
     async def call(self, tool: str, arguments: dict[str, Any]) -> types.CallToolResult:
         """One `tools/call`, within the call timeout. Raises ServerUnavailable (down, died
         during the call) or TimeoutError; never retries."""
-        session = await self._open()
+        session = await self._alive()
         try:
             async with asyncio.timeout(self._call_timeout):
                 return await session.call_tool(tool, arguments)
@@ -100,6 +100,20 @@ class McpConnection:
             await asyncio.wait_for(asyncio.shield(owner), 15)
         if not owner.done():
             owner.cancel()
+
+    async def _alive(self) -> ClientSession:
+        """The open session, checked with a ping (a round trip: well under a millisecond
+        over stdio): a server that died since it last answered is started again before
+        the call is sent, so the call is not lost to a dead process."""
+        session = await self._open()
+        try:
+            async with asyncio.timeout(self._start_timeout):
+                await session.send_ping()
+        except (MCPError, OSError, httpx2.HTTPError):  # TimeoutError is an OSError
+            log.info("mcp_server_lost server=%s", self.config.name)
+            self._lost()
+            session = await self._open()
+        return session
 
     def _lost(self) -> None:
         """The session is dead: let its owner clean up; the next use opens a new one."""

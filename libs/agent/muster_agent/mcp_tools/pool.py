@@ -47,6 +47,7 @@ class McpTools:
         self._start_timeout = start_timeout_s
         self._call_timeout = call_timeout_s
         self._connections: dict[tuple[str, str], McpConnection] = {}
+        self._retired: list[McpConnection] = []  # replaced by a changed configuration
         self._closed = False
 
     @classmethod
@@ -57,6 +58,8 @@ class McpTools:
         key = (agent_type, config.name)
         found = self._connections.get(key)
         if found is None or found.config != config:
+            if found is not None:
+                self._retired.append(found)
             found = McpConnection(
                 config, start_timeout_s=self._start_timeout, call_timeout_s=self._call_timeout
             )
@@ -119,7 +122,8 @@ class McpTools:
     async def close(self) -> None:
         """Stop every connection (stdio servers' processes included); later uses offer nothing."""
         self._closed = True
-        connections, self._connections = list(self._connections.values()), {}
+        connections, self._connections = [*self._connections.values(), *self._retired], {}
+        self._retired = []
         await asyncio.gather(*(c.close() for c in connections), return_exceptions=True)
 
     async def _listing(self, agent: AgentDefinition, config: McpServerConfig) -> Sequence[types.Tool]:
