@@ -24,6 +24,7 @@ class AgentDefinition:
     max_rounds: int
     context_tokens: int | None = None  # the model's context budget; None: MUSTER_CONTEXT_TOKENS
     mcp_servers: tuple[McpServerConfig, ...] = ()  # whose tools it is offered too (mcp_tools)
+    denied: frozenset[str] = frozenset()  # `deny`: also MCP tools, by their `server__tool` name
 
     def tools_for(self, session_type: str) -> tuple[str, ...]:
         if session_type == "SUBAGENT":
@@ -66,4 +67,5 @@ def _parse(name: str, spec: dict[str, Any]) -> AgentDefinition:
         max_rounds=int(spec.get("max_rounds", 50)),
         context_tokens=int(spec["context_tokens"]) if "context_tokens" in spec else None,
         mcp_servers=parse_servers(name, spec.get("mcp_servers")),
+        denied=frozenset(denied),
     )

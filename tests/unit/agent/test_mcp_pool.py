@@ -205,3 +205,15 @@ async def test_a_server_that_died_while_idle_is_started_again_before_the_next_ca
     result = await mcp.call(definition, "tests__echo", json.dumps({"text": "fresh"}))
     assert result["content"] == "fresh"  # the call was not lost to the dead process
     assert mcp.connection("mcp", definition.mcp_servers[0]).starts == 2
+
+
+async def test_deny_removes_an_mcp_tool_by_its_model_facing_name(
+    mcp: McpTools, tmp_path: Path, files: dict[str, Path]
+) -> None:
+    path = agents_toml(tmp_path / "agents.toml")
+    path.write_text(path.read_text().replace('[mcp]\n', '[mcp]\ndeny = ["tests__slow"]\n'))
+    definition = AgentRegistry.load(path).get("mcp")
+    assert [s["function"]["name"] for s in await mcp.schemas(definition)] == ["tests__echo"]
+    assert await mcp.refusal(definition, "tests__slow", '{"seconds": 0}') == "tool 'tests__slow' is not available to this agent"
+    assert (await mcp.call(definition, "tests__slow", '{"seconds": 0}'))["success"] is False
+    assert calls_made(files["calls"]) == []

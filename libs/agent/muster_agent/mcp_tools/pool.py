@@ -79,7 +79,8 @@ class McpTools:
             for tool in tools:
                 name = model_name(config.name, tool.name, taken)
                 taken.add(name)
-                offered.append(_offer(name, config.name, tool))
+                if name not in agent.denied:
+                    offered.append(_offer(name, config.name, tool))
         return offered
 
     async def schemas(self, agent: AgentDefinition) -> list[dict[str, Any]]:
@@ -91,6 +92,8 @@ class McpTools:
     async def refusal(self, agent: AgentDefinition, name: str, arguments: str) -> str | None:
         """Why the call may not be sent to its server (unknown tool, arguments failing the
         tool's schema), or None."""
+        if name in agent.denied:
+            return f"tool {name!r} is not available to this agent"
         tool = await self.find(agent, name)
         if tool is None:
             return f"unknown tool {name!r}"
