@@ -15,6 +15,7 @@ from typing import Any
 
 from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse, Response
+from muster_agent.mcp_tools.pool import McpTools
 from muster_runtime.messaging import dispatch
 from muster_runtime.messaging.dispatch import Dispatcher
 from muster_runtime.messaging.kafka import publisher, start_producer
@@ -112,7 +113,9 @@ def build_app(settings: Settings, *, tokens: Mapping[str, str], kafka: bool = Tr
             background("fanout-poller", hub.run_poller)
             background("local-tools-poller", local.run_poller)
             uows = partial(PostgresUnitOfWork, pool)
-            app.state.gateway = Gateway(settings, auth, metrics, reads, hub, local, uows)
+            mcp = McpTools.from_settings(settings)
+            stack.push_async_callback(mcp.close)
+            app.state.gateway = Gateway(settings, auth, metrics, reads, hub, local, uows, mcp)
             log.info("gateway_started instance_id=%s kafka=%s", settings.instance_id, kafka)
             try:
                 yield

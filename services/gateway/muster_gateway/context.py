@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import cast
 
+from muster_agent.mcp_tools.pool import McpTools
 from muster_runtime.process.settings import Settings
 from muster_runtime.uow.unit_of_work import UnitOfWorkFactory
 from starlette.applications import Starlette
@@ -26,6 +27,7 @@ class Gateway:
     hub: Hub
     local: LocalTools
     uows: UnitOfWorkFactory  # what the decisions run on (one unit of work per decision)
+    mcp: McpTools | None = None  # the agents' MCP servers, for `/context` (ADR 0038)
 
 
 def gateway_of(app: Starlette) -> Gateway:
