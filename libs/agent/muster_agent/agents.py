@@ -21,6 +21,7 @@ class AgentDefinition:
     tools: tuple[str, ...]
     max_rounds: int
     context_tokens: int | None = None  # the model's context budget; None: MUSTER_CONTEXT_TOKENS
+    network: bool = False  # run_command may reach the network (`network = true` in agents.toml)
 
     def tools_for(self, session_type: str) -> tuple[str, ...]:
         if session_type == "SUBAGENT":
@@ -62,4 +63,5 @@ def _parse(name: str, spec: dict[str, Any]) -> AgentDefinition:
         tools=tuple(t for t in spec.get("tools", []) if t not in denied),
         max_rounds=int(spec.get("max_rounds", 50)),
         context_tokens=int(spec["context_tokens"]) if "context_tokens" in spec else None,
+        network=bool(spec.get("network", False)),
     )

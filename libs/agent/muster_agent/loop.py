@@ -30,7 +30,8 @@ from muster_agent.history import StoredMessage, incomplete_tail, pending_tool_ca
 from muster_agent.models.base import ModelError, ModelProvider, ModelReply, ModelRequest
 from muster_agent.session_store import SessionState
 from muster_agent.tool_round import run_local_calls
-from muster_agent.tools.schemas import DELEGATION_TOOL_NAMES, tool_schemas
+from muster_agent.tools.commands import CommandPolicy
+from muster_agent.tools.schemas import COMMAND_TOOL_NAMES, DELEGATION_TOOL_NAMES, tool_schemas
 
 log = logging.getLogger("muster.loop")
 
@@ -67,6 +68,16 @@ class LoopDeps:
     # `on_close` and without this, every close goes the long way.
     quiet_close: QuietCloseHook | None = None
     budget: Budget = field(default_factory=Budget)
+    commands: CommandPolicy = field(default_factory=CommandPolicy)
+
+
+def command_policy(settings: Any) -> CommandPolicy:
+    """How this process runs `run_command`, from its `Settings`."""
+    return CommandPolicy(
+        max_timeout_s=settings.command_max_timeout_s,
+        unsafe=settings.unsafe_commands,
+        logs_dir=settings.commands_dir,
+    )
 
 
 class StepOutcome:
@@ -115,7 +126,9 @@ async def step(deps: LoopDeps, state: SessionState | None) -> Step:
         return StepOutcome.IDLE, None
     # Only a loaded history can hold a crash's tail: this runner's own records leave none.
     tail = (
-        incomplete_tail(state.messages, state.started_tool_calls, DELEGATION_TOOL_NAMES)
+        # A round with a command is kept too: its interrupted command gets a result (with its
+        # output so far) instead of the model being asked again and running it again.
+        incomplete_tail(state.messages, state.started_tool_calls, DELEGATION_TOOL_NAMES | COMMAND_TOOL_NAMES)
         if state.loaded
         else []
     )

@@ -19,10 +19,12 @@ from uuid import UUID
 from muster_contracts import events as ev
 
 from muster_agent import session_store as store
+from muster_agent.command_changes import run_command_call
 from muster_agent.file_changes import ChangeRecorder, record_unanswered
 from muster_agent.session_store import Item, SessionState
+from muster_agent.tools.commands import interrupted_result
 from muster_agent.tools.registry import is_local_tool, local_tool_call
-from muster_agent.tools.schemas import DELEGATION_TOOL_NAMES, USER_TOOL_NAMES
+from muster_agent.tools.schemas import COMMAND_TOOL_NAMES, DELEGATION_TOOL_NAMES, USER_TOOL_NAMES
 from muster_agent.tools.workspace import Workspace
 from muster_agent.waits import Gate, Passed, needs_gate, pass_gate
 
@@ -54,7 +56,7 @@ async def run_local_calls(
             # Never run twice. A model asked again after a discarded round may repeat a call
             # id (the scripted model does): one that finished gets its recorded result back.
             earlier = await _recorded_result(deps, state, call["id"])
-            carry.append(store.tool_message(call["id"], earlier or store.error_result(INTERRUPTED)))
+            carry.append(store.tool_message(call["id"], earlier or _interrupted(deps, state, call)))
             continue
         refusal = _refusal(call["name"], allowed)
         if refusal is not None:
@@ -76,16 +78,20 @@ async def run_local_calls(
             current = await _record(deps, current, carry, changes)
             if current is None:
                 return None
-        outcome, change = await changes.run(call, local_tool_call(workspace, call["name"], call["arguments"]))
+        if call["name"] in COMMAND_TOOL_NAMES:
+            outcome, made = await run_command_call(deps, state, workspace, changes, call)
+        else:
+            outcome, change = await changes.run(
+                call, local_tool_call(workspace, call["name"], call["arguments"])
+            )
+            made = [change] if change is not None else []
         log.info(
             "tool_call_finished session=%s tool=%s success=%s",
             state.session_id,
             call["name"],
             outcome.get("success"),
         )
-        carry = [store.tool_message(call["id"], json.dumps(outcome))]
-        if change is not None:
-            carry.append(change)
+        carry = [store.tool_message(call["id"], json.dumps(outcome)), *made]
     if carry and current is not None:
         current = await _record(deps, current, carry, changes)
     return current
@@ -123,6 +129,14 @@ async def _after_gate(
     return passed.state
 
 
+def _interrupted(deps: Any, state: SessionState, call: dict[str, Any]) -> str:
+    """The result of a call a crash cut off: a command's says what it printed until then."""
+    if call["name"] in COMMAND_TOOL_NAMES:
+        log_path = deps.commands.log_path(deps.workspaces, state.session_id, call["id"])
+        return json.dumps(interrupted_result(log_path))
+    return store.error_result(INTERRUPTED)
+
+
 async def _recorded_result(deps: Any, state: SessionState, tool_call_id: str) -> str | None:
     async with deps.uows() as uow:
         result: str | None = await uow.tool_result(state.session_id, tool_call_id)
@@ -141,7 +155,7 @@ def _refusal(name: str, allowed: frozenset[str]) -> str | None:
     start, so a refused call never counts as interrupted."""
     if name in DELEGATION_TOOL_NAMES:
         return "subagents cannot delegate" if name not in allowed else None
-    if not is_local_tool(name) and name not in USER_TOOL_NAMES:
+    if not is_local_tool(name) and name not in USER_TOOL_NAMES and name not in COMMAND_TOOL_NAMES:
         return f"unknown tool {name!r}"
     if name not in allowed:
         return f"tool {name!r} is not available to this agent"

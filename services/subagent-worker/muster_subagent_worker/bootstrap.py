@@ -11,7 +11,7 @@ from faststream.kafka import KafkaBroker
 from muster_agent.agents import AgentRegistry
 from muster_agent.compaction import Budget
 from muster_agent.executions import finish_execution
-from muster_agent.loop import LoopDeps
+from muster_agent.loop import LoopDeps, command_policy
 from muster_agent.models import build_model
 from muster_agent.runners import Runners
 from muster_contracts.commands import DELEGATION_COMMANDS, CancelExecution, RunExecution
@@ -54,6 +54,7 @@ def build(settings: Settings) -> Worker:
                 agents=AgentRegistry.load(settings.agents_file),
                 workspaces=settings.workspaces_dir,
                 budget=Budget(settings.context_tokens, settings.compaction_threshold),
+                commands=command_policy(settings),
                 on_close=finish_execution,
                 on_close_locks_parent=True,
             )
