@@ -56,3 +56,5 @@ class ModelContext(BaseModel):
 
     system: str
     messages: list[dict[str, Any]] = Field(default_factory=list)
+    # The tools the model is offered (OpenAI function-tool schemas), e.g. run_command.
+    tools: list[dict[str, Any]] = Field(default_factory=list)

@@ -240,6 +240,7 @@ async def run_command(
         result["error"] = f"timed out after {timeout:g} s: the command and its processes were killed"
     if not sandboxed:
         result["sandboxed"] = False
+        result["note"] = f"not sandboxed: {problem}; the limits and the timeout still applied"
     return result
 
 
