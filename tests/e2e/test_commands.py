@@ -214,7 +214,7 @@ async def test_ask_waits_for_an_approval_showing_the_command(alice: Client, alic
     await alice.wait_for(lambda: any(e["type"] == "approval_requested" for e in alice.events[sid]))
     (requested,) = [e["data"] for e in alice.events[sid] if e["type"] == "approval_requested"]
     assert requested["tool"] == "run_command"
-    assert json.loads(requested["arguments"])["command"] == "echo approved > ok.txt; echo ran"
+    assert requested["arguments"] == {"command": "echo approved > ok.txt; echo ran"}
     assert alice.phases(sid)[-1] == "WAITING_APPROVAL"
     await alice.ack("answer_approval", sid, {"approvalId": requested["approvalId"], "decision": "approve"})
     assert await alice.wait_phase(sid, timeout=60) == "COMPLETED"
