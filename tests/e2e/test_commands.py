@@ -185,7 +185,14 @@ async def test_cancel_in_the_middle_of_a_command_leaves_no_process(alice: Client
         "create_session",
         data={
             "content": script(
-                {"tool_calls": [call("run_command", command=f"sleep {marker} & sleep {marker}; echo never")]},
+                {
+                    "tool_calls": [
+                        call(
+                            "run_command",
+                            command=f"echo x > cut.txt; sleep {marker} & sleep {marker}; echo never",
+                        )
+                    ]
+                },
                 {"content": "never"},
             )
         },
@@ -197,6 +204,11 @@ async def test_cancel_in_the_middle_of_a_command_leaves_no_process(alice: Client
     await wait_until(lambda: processes_with(marker) == [], timeout=10)
     history = await alice_rest.messages(sid)
     assert "never" not in [m["content"] for m in history if m["role"] == "ASSISTANT"]
+    # The file it wrote before the cancel is attributed to its call all the same.
+    await alice.wait_for(lambda: any(e["type"] == "file_change" for e in alice.events[sid]), 15)
+    (change,) = [e["data"] for e in alice.events[sid] if e["type"] == "file_change"]
+    assert (change["path"], change["changeType"]) == ("cut.txt", "CREATED")
+    assert change["toolCallId"] == history[1]["toolCalls"][0]["id"]
 
 
 async def test_ask_waits_for_an_approval_showing_the_command(alice: Client, alice_rest: Rest) -> None:

@@ -68,3 +68,9 @@ async def test_a_command_cut_off_by_a_worker_crash_is_never_run_again(
     child_history = await rrest.messages(delegated["child_session_id"], includeDiscarded=1)
     calls = [c for m in child_history if m["role"] == "ASSISTANT" for c in m.get("toolCalls") or []]
     assert [c["function"]["name"] for c in calls] == ["run_command"]
+    # What it wrote before the crash is attributed to the child's command all the same.
+    (command_round,) = [m for m in child_history if m["role"] == "ASSISTANT" and m.get("toolCalls")]
+    assert [
+        (c["path"], c["changeType"], c["sourceType"], c["sourceAgentType"])
+        for c in command_round["fileChanges"]
+    ] == [("count.txt", "CREATED", "SUBAGENT", "coder")]

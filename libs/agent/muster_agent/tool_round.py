@@ -19,10 +19,9 @@ from uuid import UUID
 from muster_contracts import events as ev
 
 from muster_agent import session_store as store
-from muster_agent.command_changes import run_command_call
+from muster_agent.command_changes import interrupted_command, run_command_call
 from muster_agent.file_changes import ChangeRecorder, record_unanswered
 from muster_agent.session_store import Item, SessionState
-from muster_agent.tools.commands import interrupted_result
 from muster_agent.tools.registry import is_local_tool, local_tool_call
 from muster_agent.tools.schemas import COMMAND_TOOL_NAMES, DELEGATION_TOOL_NAMES, USER_TOOL_NAMES
 from muster_agent.tools.workspace import Workspace
@@ -56,7 +55,12 @@ async def run_local_calls(
             # Never run twice. A model asked again after a discarded round may repeat a call
             # id (the scripted model does): one that finished gets its recorded result back.
             earlier = await _recorded_result(deps, state, call["id"])
-            carry.append(store.tool_message(call["id"], earlier or _interrupted(deps, state, call)))
+            if earlier is None and call["name"] in COMMAND_TOOL_NAMES:
+                # A command cut off by a crash: its output so far, and what it changed.
+                result, made = await interrupted_command(deps, state, workspace, changes, call)
+                carry += [store.tool_message(call["id"], result), *made]
+                continue
+            carry.append(store.tool_message(call["id"], earlier or store.error_result(INTERRUPTED)))
             continue
         refusal = _refusal(call["name"], allowed)
         if refusal is not None:
@@ -127,14 +131,6 @@ async def _after_gate(
             "tool_call_waiting session=%s phase=%s", state.session_id, passed.state and passed.state.phase
         )
     return passed.state
-
-
-def _interrupted(deps: Any, state: SessionState, call: dict[str, Any]) -> str:
-    """The result of a call a crash cut off: a command's says what it printed until then."""
-    if call["name"] in COMMAND_TOOL_NAMES:
-        log_path = deps.commands.log_path(deps.workspaces, state.session_id, call["id"])
-        return json.dumps(interrupted_result(log_path))
-    return store.error_result(INTERRUPTED)
 
 
 async def _recorded_result(deps: Any, state: SessionState, tool_call_id: str) -> str | None:

@@ -155,3 +155,17 @@ def test_the_workspace_comparison_finds_created_modified_and_deleted(workspace: 
         ("edit.txt", "MODIFIED", 1, 1), ("gone.txt", "DELETED", 0, 1), ("sub/new.txt", "CREATED", 1, 0)]
     assert all(c.tool_call_id == "c1" and c.agent_type == "coder" for c in found)
     assert json.dumps(sorted(recorder.blobs)) and found[0].diff_sha256 in recorder.blobs
+
+
+def test_the_scan_before_a_command_survives_on_disk(workspace: Path, tmp_path: Path) -> None:
+    (workspace / "a.txt").write_text("a\n")
+    before = command_changes.scan(workspace, keep=True)
+    manifest = command_changes.manifest_path(tmp_path / "logs" / "call_1.log")
+    assert manifest.name == "call_1.files.json"
+    command_changes.save_manifest(manifest, before)
+    loaded = command_changes.load_manifest(manifest)
+    assert loaded is not None and {p: (e.size, e.digest) for p, e in loaded.items()} == {
+        p: (e.size, e.digest) for p, e in before.items()}
+    manifest.write_text("{not json")
+    assert command_changes.load_manifest(manifest) is None
+    assert command_changes.load_manifest(tmp_path / "missing.json") is None
