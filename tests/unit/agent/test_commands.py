@@ -62,9 +62,16 @@ async def test_exit_code_output_and_the_workspace(workspace: Path) -> None:
 @needs_bwrap
 async def test_only_the_workspace_is_writable_and_there_is_no_network(workspace: Path, tmp_path: Path) -> None:
     outside = tmp_path / "outside.txt"
-    result = await run(workspace, f"echo x > {outside}; echo x > /etc/muster-test; cat /proc/net/dev | wc -l")
+    result = await run(
+        workspace,
+        f"echo x > {outside}; echo x > /etc/muster-test; ls /etc/shadow /root/.ssh; ps -e | wc -l;"
+        " cat /proc/net/dev | wc -l",
+    )
     assert not outside.exists() and not Path("/etc/muster-test").exists()
-    assert result["output"].splitlines()[-1] == "3"  # only the loopback in its network namespace
+    lines = str(result["output"]).splitlines()
+    assert "No such file or directory" in lines[0] and "No such file or directory" in lines[1]  # no host secrets
+    assert int(lines[-2]) <= 5  # its own processes only (a header, bash, ps, wc)
+    assert lines[-1] == "3"  # only the loopback in its network namespace
 
 
 @needs_bwrap

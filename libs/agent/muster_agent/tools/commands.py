@@ -1,7 +1,7 @@
 """`run_command`: a shell command in the tree's workspace, inside a sandbox (ADR 0037).
 
 The sandbox is bubblewrap (`bwrap`): the workspace is bound read-write at `/workspace`, the
-system (`/usr`, `/lib*`, `/bin`, `/etc`) and the interpreter running muster (so `python`
+system (`/usr`, `/lib*`, `/bin`, what is needed of `/etc`) and the interpreter running muster (so `python`
 finds its packages) read-only, a fresh `/tmp`, its own PID namespace (and network namespace
 unless the agent type allows the network), a new session, and it dies with its parent.
 Inside, `prlimit` caps CPU time, memory, file size and processes before `bash -c` runs.
@@ -40,6 +40,18 @@ MEMORY_BYTES = 4 * 1024 * 1024 * 1024
 FILE_BYTES = 1024 * 1024 * 1024
 PROCESSES = 512
 SANDBOX_ROOT = "/workspace"
+# What of /etc a command sees: what programs need to start, resolve names and users, and
+# check certificates; never the host's secrets (shadow, ssh keys, the services' config).
+SYSTEM_ETC = tuple(
+    f"/etc/{name}"
+    for name in (
+        "alternatives", "bash.bashrc", "ca-certificates", "ca-certificates.conf", "debian_version",
+        "environment", "gai.conf", "gitconfig", "group", "host.conf", "hostname", "hosts", "inputrc",
+        "ld.so.cache", "ld.so.conf", "ld.so.conf.d", "locale.alias", "localtime", "magic", "magic.mime",
+        "mime.types", "networks", "nsswitch.conf", "os-release", "passwd", "profile", "protocols",
+        "python3", "python3.11", "resolv.conf", "services", "ssl", "timezone", "xdg",
+    )
+)  # fmt: skip
 
 NO_SANDBOX = (
     "refused: run_command needs a sandbox and none is available here ({reason}); install "
@@ -119,7 +131,7 @@ def _bwrap_argv(workspace: Path, command: str, *, network: bool, readonly: tuple
     if not network:
         argv.append("--unshare-net")
     argv += ["--ro-bind", "/usr", "/usr"]
-    for path in ("/bin", "/sbin", "/lib", "/lib64", "/lib32", "/etc"):
+    for path in ("/bin", "/sbin", "/lib", "/lib64", "/lib32", *SYSTEM_ETC):
         argv += ["--ro-bind-try", path, path]
     for path in readonly:
         argv += ["--ro-bind-try", path, path]
