@@ -176,3 +176,10 @@ def test_the_scan_before_a_command_survives_on_disk(workspace: Path, tmp_path: P
     manifest.write_text("{not json")
     assert command_changes.load_manifest(manifest) is None
     assert command_changes.load_manifest(tmp_path / "missing.json") is None
+
+
+@needs_bwrap
+async def test_the_operator_caps_the_timeout(workspace: Path) -> None:
+    result = await run(workspace, "sleep 20", timeout_s=600, policy=CommandPolicy(max_timeout_s=0.5))
+    assert result["timed_out"] is True and int(str(result["duration_ms"])) < 5000
+    assert "timed out after 0.5 s" in str(result["error"])
