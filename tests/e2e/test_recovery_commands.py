@@ -74,3 +74,42 @@ async def test_a_command_cut_off_by_a_worker_crash_is_never_run_again(
         (c["path"], c["changeType"], c["sourceType"], c["sourceAgentType"])
         for c in command_round["fileChanges"]
     ] == [("count.txt", "CREATED", "SUBAGENT", "coder")]
+
+
+async def test_a_main_sessions_command_cut_off_by_a_harness_crash_is_never_run_again(
+    rcluster: Launcher, rclient: Client, rrest: Rest
+) -> None:
+    marker = f"{uuid.uuid4().int % 10**6}.375"
+    command = (
+        f"for i in $(seq 1 100); do echo tick $i; echo line >> main.txt; sleep 0.1; done; sleep {marker}"
+    )
+    created = await rclient.ack(
+        "create_session",
+        data={
+            "content": script(
+                {"tool_calls": [call("run_command", command=command)]},
+                {"content": "main went on"},
+            )
+        },
+    )
+    sid = created["sessionId"]
+    counted = Path(rcluster.data_dir) / "workspaces" / sid / "main.txt"
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + 60
+    while lines(counted) < 5:
+        assert loop.time() < deadline, rcluster.tail()
+        await asyncio.sleep(0.05)
+    old = rcluster.kill("harness")
+    rcluster.wait_restarted("harness", old)
+    at_kill = lines(counted)
+    assert await rclient.wait_phase(sid, timeout=90) == "COMPLETED"
+    assert lines(counted) <= at_kill + 1 < 100
+    assert processes_with(marker) == []
+    history = await rrest.messages(sid)
+    assert [m["role"] for m in history] == ["USER", "ASSISTANT", "TOOL", "ASSISTANT"]
+    result = json.loads(history[2]["content"])
+    assert result["interrupted"] is True and "tick 1\n" in result["output"]
+    assert history[3]["content"] == "main went on"
+    assert [(c["path"], c["changeType"], c["sourceType"]) for c in history[1]["fileChanges"]] == [
+        ("main.txt", "CREATED", "MAIN")
+    ]
