@@ -8,7 +8,7 @@ VENV := .venv
 # Never download an interpreter: the project runs on the machine's own Python.
 export UV_PYTHON_DOWNLOADS := never
 
-.PHONY: install run test lint bench bench-waiting bench-table docs clean rebuild rebuild-check chaos fuzz engine images compose-test
+.PHONY: install run test lint bench bench-waiting bench-table bench-console docs clean rebuild rebuild-check chaos fuzz engine images compose-test
 
 .tools/bin/uv:
 	$(PYTHON) -m venv .tools
@@ -68,6 +68,11 @@ chaos: install
 
 docs: install
 	$(VENV)/bin/python -m muster_launcher.asyncapi
+
+# The web console in Debian's Chromium: first render of a 500-message session, a live
+# event's latency on the page, the compressed weight of its scripts and styles.
+bench-console: install
+	$(VENV)/bin/python -m bench.console
 
 # Projections of $$DATABASE_URL, else of the running local database (`make run`).
 rebuild: install

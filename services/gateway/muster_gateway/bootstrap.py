@@ -25,7 +25,7 @@ from muster_runtime.process.db import Pool, create_pool
 from muster_runtime.process.settings import Settings
 from muster_runtime.uow.postgres_uow import PostgresUnitOfWork
 
-from muster_gateway import rest, rest_sessions, rest_waits, ws
+from muster_gateway import console, rest, rest_events, rest_sessions, rest_waits, ws
 from muster_gateway.asyncapi import asyncapi_schema
 from muster_gateway.auth import Authenticator
 from muster_gateway.context import Gateway
@@ -126,8 +126,10 @@ def build_app(settings: Settings, *, tokens: Mapping[str, str], kafka: bool = Tr
     app.include_router(rest.router)
     app.include_router(rest_sessions.router)
     app.include_router(rest_waits.router)
+    app.include_router(rest_events.router)
     app.include_router(ws.router)
     rest.install_error_handlers(app)
+    console.install(app)
 
     @app.get("/metrics", include_in_schema=False)
     async def prometheus() -> Response:

@@ -22,7 +22,7 @@ from muster_runtime.process import tracing
 from muster_runtime.store import lineage
 from starlette.websockets import WebSocketDisconnect
 
-from muster_gateway import commands, side_sessions, ws_waits
+from muster_gateway import commands, origin, side_sessions, ws_waits
 from muster_gateway.auth import bearer_token
 from muster_gateway.context import Gateway, gateway_of
 from muster_gateway.errors import GatewayError, ws_frame
@@ -36,6 +36,7 @@ router = APIRouter()
 MAX_PENDING = 10_000  # frames queued for one client before it counts as too slow
 CLOSE_UNAUTHORIZED = 4401
 CLOSE_TOO_SLOW = 1013  # "try again later": reconnect and resubscribe with afterPosition
+CLOSE_FORBIDDEN_ORIGIN = 4403  # refused before the handshake completes: HTTP 403
 
 
 class Client:
@@ -181,9 +182,19 @@ async def _serve(gw: Gateway, client: Client, raw: str | bytes) -> None:
 @router.websocket("/v1/ws")
 async def websocket(ws: WebSocket) -> None:
     gw = gateway_of(ws.app)
-    token = ws.query_params.get("token") or bearer_token(ws.headers.get("authorization"))
+    allowed: frozenset[str] = getattr(ws.app.state, "allowed_origins", frozenset())
+    if not origin.origin_allowed(ws.headers.get("origin"), ws.headers.get("host"), allowed):
+        gw.metrics.errors.labels("forbidden_origin").inc()
+        await ws.close(CLOSE_FORBIDDEN_ORIGIN, "origin not allowed")
+        return
+    offered = origin.offered_protocols(ws.headers.get("sec-websocket-protocol"))
+    token = (
+        ws.query_params.get("token")
+        or bearer_token(ws.headers.get("authorization"))
+        or origin.subprotocol_token(offered)
+    )
     user_id = gw.auth.user_for(token)
-    await ws.accept()
+    await ws.accept(subprotocol=origin.SUBPROTOCOL if origin.SUBPROTOCOL in offered else None)
     if user_id is None:
         gw.metrics.errors.labels("unauthorized").inc()
         await ws.send_text(json.dumps(ws_frame("unauthorized", "missing or invalid token")))

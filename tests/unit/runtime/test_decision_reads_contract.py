@@ -14,6 +14,7 @@ from muster_contracts import session_events as se
 from muster_contracts import wait_events as we
 from muster_runtime.uow.unit_of_work import DuplicateKey
 
+from tests.unit.runtime.uow_contract import covers
 from tests.unit.runtime.uow_harness import Harness, new_session
 
 
@@ -22,6 +23,7 @@ async def _append(work: Harness, sid: UUID, *events: ev.DomainEvent) -> None:
         await uow.append(str(sid), list(events), expected_version=await uow.current_version(str(sid)))
 
 
+@covers("lock_owned_session", "session")
 async def test_an_owned_session_is_locked_and_typed_a_foreign_or_deleted_one_is_absent(work: Harness) -> None:
     sid = await new_session(work)
     await _append(work, sid, ev.SessionPhaseChanged(phase="RUNNING"))
@@ -41,6 +43,7 @@ async def test_an_owned_session_is_locked_and_typed_a_foreign_or_deleted_one_is_
         assert (await uow.session(sid) or session).deleted
 
 
+@covers("session")
 async def test_a_turn_end_makes_a_session_unread_until_it_is_read(work: Harness) -> None:
     sid = await new_session(work)
     await _append(work, sid, ev.SessionPhaseChanged(phase="COMPLETED"))
@@ -79,6 +82,7 @@ async def test_a_promotion_re_roots_the_side_task_and_its_descendants(work: Harn
     assert child.root_session_id == side
 
 
+@covers("client_input", "queued_inputs")
 async def test_queued_and_client_inputs(work: Harness) -> None:
     sid = await new_session(work)
     first = ev.UserMessageQueued(message_id=uuid4(), content="a", client_message_id="k1")
@@ -116,6 +120,7 @@ async def test_a_repeated_client_message_id_is_a_duplicate_key_and_nothing_of_th
     await _append(work, sid, *(ev.UserMessageQueued(message_id=uuid4(), content="n") for _ in range(2)))
 
 
+@covers("has_subagents", "lock_wait")
 async def test_waits_and_subagents(work: Harness) -> None:
     sid, child = await new_session(work), uuid4()
     approval = uuid4()
@@ -151,6 +156,7 @@ def _msg(
     )
 
 
+@covers("discarded_up_to", "latest_messages", "message_seq", "turn_up_to", "compaction")
 async def test_what_a_fork_or_a_summary_reads(work: Harness) -> None:
     sid = await new_session(work)
     history = [_msg(1, "USER"), _msg(2, "ASSISTANT"), _msg(3, "USER"), _msg(4, "ASSISTANT", calls=["c"]),
@@ -179,6 +185,7 @@ async def test_what_a_fork_or_a_summary_reads(work: Harness) -> None:
     assert latest[1].tool_call_id == "c" and not latest[1].discarded
 
 
+@covers("compaction")
 async def test_the_latest_compaction_is_typed(work: Harness) -> None:
     sid = await new_session(work)
     boundary = uuid4()

@@ -11,6 +11,7 @@ from uuid import UUID, uuid4
 from muster_contracts import events as ev
 from muster_runtime.uow.unit_of_work import RunClose
 
+from tests.unit.runtime.uow_contract import covers
 from tests.unit.runtime.uow_harness import Harness, message, new_session, started
 
 COMPLETED = ev.SessionPhaseChanged(phase="COMPLETED")
@@ -51,6 +52,7 @@ def run_close(eid: UUID, parent: UUID, version: int = 1) -> RunClose:
     )
 
 
+@covers("close_quietly")
 async def test_a_quiet_close_ends_the_turn_after_the_sessions_current_version(work: Harness) -> None:
     sid = await running(work)
     async with work.uow() as uow:
@@ -66,6 +68,7 @@ async def test_a_quiet_close_ends_the_turn_after_the_sessions_current_version(wo
     ]
 
 
+@covers("close_quietly")
 async def test_a_quiet_close_refuses_a_session_gone_moved_on_or_with_queued_input(work: Harness) -> None:
     idle, moved, queued = await new_session(work), await running(work, 2), await running(work)
     async with work.uow() as uow:
@@ -83,6 +86,7 @@ async def test_a_quiet_close_refuses_a_session_gone_moved_on_or_with_queued_inpu
     assert versions == [1, 4, 4]  # nothing written
 
 
+@covers("close_quietly")
 async def test_a_child_that_is_not_the_last_closes_its_run_and_tells_its_parent(work: Harness) -> None:
     parent, [(child, eid), _] = await delegated(work, 2)
     async with work.uow() as uow:
@@ -100,6 +104,7 @@ async def test_a_child_that_is_not_the_last_closes_its_run_and_tells_its_parent(
     assert child_row is not None and child_row["phase"] == "COMPLETED"
 
 
+@covers("close_quietly")
 async def test_the_rounds_last_open_run_or_a_changed_run_is_refused(work: Harness) -> None:
     parent, [(child, eid)] = await delegated(work, 1)
     async with work.uow() as uow:
@@ -114,6 +119,7 @@ async def test_the_rounds_last_open_run_or_a_changed_run_is_refused(work: Harnes
     assert child_row is not None and child_row["phase"] == "RUNNING"
 
 
+@covers("claim_running_session")
 async def test_a_running_session_is_claimed_in_one_step_with_its_state(work: Harness) -> None:
     sid = await running(work, 2)
     async with work.uow() as uow:
@@ -125,6 +131,7 @@ async def test_a_running_session_is_claimed_in_one_step_with_its_state(work: Har
     assert (again.outcome, again.state, other.outcome, other.state) == ("duplicate", None, "held", None)
 
 
+@covers("claim_running_session")
 async def test_a_session_that_does_not_run_is_not_claimed_and_nothing_is_written(work: Harness) -> None:
     idle, parent, subagent = await new_session(work), await running(work), uuid4()
     async with work.uow() as uow:
@@ -144,6 +151,7 @@ async def test_a_session_that_does_not_run_is_not_claimed_and_nothing_is_written
         assert await uow.lease_live(str(idle), datetime.now(UTC)) is None
 
 
+@covers("claim_session")
 async def test_a_session_is_claimed_under_its_lock_with_its_reads(work: Harness) -> None:
     sid = await running(work, 1)
     queued = ev.UserMessageQueued(message_id=uuid4(), content="next")
@@ -166,6 +174,7 @@ async def test_a_session_is_claimed_under_its_lock_with_its_reads(work: Harness)
     assert other.first and other.row is not None and not other.leased
 
 
+@covers("claim_session")
 async def test_a_claim_takes_no_lease_on_a_subagent_or_an_unknown_session(work: Harness) -> None:
     parent, subagent = await running(work), uuid4()
     async with work.uow() as uow:

@@ -5,20 +5,19 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 import time
 from collections.abc import AsyncIterator
-from datetime import UTC, datetime, timedelta
 from uuid import UUID, uuid4
 
 import pytest
 from muster_contracts import events as ev
-from muster_contracts import wait_events as we
 from muster_runtime.process.db import Pool, create_pool
 from muster_runtime.store import eventstore, rebuild
 from muster_runtime.store.rebuild import PROJECTION_TABLES
 
-from tests.databases import fresh_database_url
+from tests.databases import fresh_database_url, uows
+from tests.unit.runtime import twin_streams
+from tests.unit.runtime.twin_streams import History, play
 
 
 @contextlib.asynccontextmanager
@@ -42,82 +41,14 @@ async def append(pool: Pool, stream: UUID, *events: ev.DomainEvent) -> None:
         await eventstore.append(conn, str(stream), list(events))
 
 
-def calls(*names: str) -> list[ev.ToolCallSpec]:
-    return [ev.ToolCallSpec(id=f"call-{n}", name=n, arguments=json.dumps({"path": f"{n}.txt", "n": [1, {"x": None}]}))
-            for n in names]
-
-
 async def delegated_turn(pool: Pool) -> dict[str, UUID]:
-    """A parent delegating to a child that writes a file, with a queued message dropped and
-    a discarded tail: every projection table gets rows, appends of one and of many events."""
-    parent, child, execution = uuid4(), uuid4(), uuid4()
-    first, dropped, answer, stale = uuid4(), uuid4(), uuid4(), uuid4()
-    await append(pool, parent, ev.SessionCreated(session_id=parent, user_id="alice", root_session_id=parent,
-                                                 title="t", model_id="scripted"))
-    await append(pool, parent, ev.UserMessageQueued(message_id=first, client_message_id="c1", content="go"),
-                 ev.UserMessageQueued(message_id=dropped, client_message_id="c2", content="later"))
-    await append(pool, parent, ev.MessageRecorded(message_id=first, seq=1, role="USER", content="go"),
-                 ev.SessionPhaseChanged(phase="RUNNING"))
-    await append(pool, parent, ev.MessageRecorded(message_id=stale, seq=2, role="ASSISTANT", content="half"))
-    await append(pool, parent, ev.MessagesDiscarded(message_ids=[stale], reason="incomplete tail"))
-    await append(pool, parent, ev.MessageRecorded(
-        message_id=answer, seq=3, role="ASSISTANT", content="", tool_calls=calls("delegate", "write_file"),
-        usage=ev.TokenUsage(prompt_tokens=12, completion_tokens=3)))
-    await append(pool, parent, ev.ToolCallStarted(message_id=answer, tool_call_id="call-write_file", name="write_file"))
-    await append(pool, parent, ev.MessageRecorded(message_id=uuid4(), seq=4, role="TOOL", content='{"ok": true}',
-                                                  tool_call_id="call-write_file"),
-                 ev.FileChanged(change_id=uuid4(), message_id=answer, message_seq=3, tool_call_id="call-write_file",
-                                path="write_file.txt", change_type="CREATED", lines_added=1, diff_sha256="d" * 64,
-                                after_sha256="a" * 64, after_size=6))
-    start = uuid4()
-    await append(pool, execution, ev.ExecutionStarted(
-        execution_id=execution, parent_session_id=parent, parent_tool_call_id="call-delegate", parent_message_id=answer,
-        child_session_id=child, user_id="alice", agent_type="coder", invocation_type="DELEGATE", task="write c.txt",
-        round=1, start_message_id=start, deadline_at=datetime.now(UTC) + timedelta(hours=1)))
-    await append(pool, child, ev.SessionCreated(session_id=child, user_id="alice", session_type="SUBAGENT",
-                                                parent_session_id=parent, root_session_id=parent, agent_type="coder"),
-                 ev.MessageRecorded(message_id=start, seq=1, role="USER", content="write c.txt"),
-                 ev.SessionPhaseChanged(phase="RUNNING"))
-    await append(pool, parent, ev.SubagentSessionCreated(child_session_id=child, tool_call_id="call-delegate",
-                                                         agent_type="coder", execution_id=execution))
-    child_answer, child_final = uuid4(), uuid4()
-    await append(pool, child, ev.MessageRecorded(message_id=child_answer, seq=2, role="ASSISTANT", content="",
-                                                 tool_calls=calls("write_file")))
-    # The write waited for an approval (one append each), and a question came and went in one.
-    approval, question = uuid4(), uuid4()
-    await append(pool, child, we.ApprovalRequested(approval_id=approval, tool_call_id="call-write_file",
-                                                   tool="write_file", arguments=json.dumps({"path": "c.txt"})),
-                 ev.SessionPhaseChanged(phase="WAITING_APPROVAL"))
-    await append(pool, child, we.ApprovalResolved(approval_id=approval, decision="approve"),
-                 ev.SessionPhaseChanged(phase="RUNNING"))
-    await append(pool, child, we.QuestionAsked(question_id=question, tool_call_id="q", question="sure?"),
-                 we.QuestionResolved(question_id=question, outcome="dropped"))
-    await append(pool, child, ev.ToolCallStarted(message_id=child_answer, tool_call_id="call-write_file", name="write_file"),
-                 ev.MessageRecorded(message_id=uuid4(), seq=3, role="TOOL", content="{}", tool_call_id="call-write_file"),
-                 ev.FileChanged(change_id=uuid4(), message_id=child_answer, message_seq=2, tool_call_id="call-write_file",
-                                path="c.txt", change_type="CREATED", lines_added=2, session_type="SUBAGENT",
-                                agent_type="coder", note=None))
-    await append(pool, child, ev.MessageRecorded(message_id=child_final, seq=4, role="ASSISTANT", content="wrote c.txt",
-                                                 usage=ev.TokenUsage(prompt_tokens=5, completion_tokens=2)),
-                 ev.SessionPhaseChanged(phase="COMPLETED"))
-    await append(pool, execution, ev.ExecutionFinished(status="COMPLETED", result="wrote c.txt",
-                                                       final_message_id=child_final, end_message_id=child_final,
-                                                       rounds=2, tool_calls=1, usage=ev.TokenUsage(prompt_tokens=5)))
-    await append(pool, parent, ev.ExecutionStatusChanged(execution_id=execution, status="COMPLETED",
-                                                         delivery_status="PENDING"))
-    tool_result = uuid4()
-    await append(pool, parent, ev.MessageRecorded(message_id=tool_result, seq=5, role="TOOL", content="{}",
-                                                  tool_call_id="call-delegate"))
-    await append(pool, execution, ev.ExecutionDelivered(delivery_status="DELIVERED", tool_message_id=tool_result))
-    await append(pool, parent, ev.QueuedMessagesDropped(message_ids=[dropped], reason="cancelled"),
-                 ev.MessageRecorded(message_id=uuid4(), seq=6, role="ASSISTANT", content="done"),
-                 ev.SessionPhaseChanged(phase="FAILED", error="boom"))
-    # Two compactions of the child: the later one is the row.
-    for boundary, summary in ((child_answer, "summary of 2 messages"), (child_final, "summary of 4 messages")):
-        await append(pool, child, ev.CompactionRecorded(
-            boundary_message_id=boundary, boundary_seq=2 if boundary == child_answer else 4, summary=summary,
-            messages_compacted=2, tokens_before=90, tokens_after=30, at_seq=4))
-    return {"parent": parent, "child": child, "execution": execution, "answer": answer}
+    """The twin's delegated turn (`twin_streams.delegated_turn`), decisions of one and of
+    many events, with side tasks forked and promoted: every projection table gets rows."""
+    history = History()
+    ids = twin_streams.delegated_turn(history)
+    twin_streams.side_tasks(history, ids["parent"], skipped=[ids["stale"]])
+    await play(uows(pool), history)
+    return ids
 
 
 async def test_live_projections_equal_the_replay_then_corruption_is_found_and_repaired(pool: Pool) -> None:

@@ -12,6 +12,7 @@ from muster_contracts import session_events as se
 from muster_contracts import wait_events as we
 from muster_runtime.uow.recovery_views import TreeSignals
 
+from tests.unit.runtime.uow_contract import covers
 from tests.unit.runtime.uow_harness import Harness
 
 QUIET = TreeSignals()
@@ -39,6 +40,7 @@ async def current(work: Harness, root: UUID) -> TreeSignals:
     return status.current
 
 
+@covers("tree_status")
 async def test_signals_follow_the_deepest_side_task_and_are_recorded_on_the_root(work: Harness) -> None:
     root = await session(work, None, None, "NORMAL")
     task = await session(work, root, root)

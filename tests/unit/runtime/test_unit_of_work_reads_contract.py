@@ -13,9 +13,11 @@ from muster_contracts import events as ev
 from muster_runtime.uow.postgres_uow import PostgresUnitOfWork
 from muster_runtime.uow.unit_of_work import SessionBusy
 
+from tests.unit.runtime.uow_contract import covers
 from tests.unit.runtime.uow_harness import Harness, message, new_session, started
 
 
+@covers("session_state")
 async def test_session_state_is_the_visible_history_in_seq_order_with_started_calls(work: Harness) -> None:
     sid = await new_session(work)
     first, second = message(1), message(2)
@@ -39,6 +41,7 @@ async def test_session_state_is_the_visible_history_in_seq_order_with_started_ca
     assert (snapshot.row["session_id"], snapshot.row["message_count"], snapshot.row["version"]) == (sid, 3, 6)
 
 
+@covers("next_queued_input")
 async def test_queued_input_comes_oldest_first_until_recorded_or_dropped(work: Harness) -> None:
     sid = await new_session(work)
     queued = [ev.UserMessageQueued(message_id=uuid4(), content=f"q{i}") for i in range(3)]
@@ -55,6 +58,7 @@ async def test_queued_input_comes_oldest_first_until_recorded_or_dropped(work: H
         assert await uow.next_queued_input(uuid4()) is None
 
 
+@covers("execution", "executions_of", "open_execution_of", "undelivered_executions", "runs_of")
 async def test_executions_are_read_by_id_child_and_parent_through_their_lifecycle(work: Harness) -> None:
     parent, child = await new_session(work), await new_session(work)
     first, second = uuid4(), uuid4()
@@ -85,6 +89,7 @@ async def test_executions_are_read_by_id_child_and_parent_through_their_lifecycl
         assert await uow.execution(uuid4()) is None
 
 
+@covers("tool_result", "session_state")
 async def test_tool_results_and_usage_are_read_per_session(work: Harness) -> None:
     sid = await new_session(work)
     usage = ev.TokenUsage(prompt_tokens=7, completion_tokens=3)
@@ -103,6 +108,7 @@ async def test_tool_results_and_usage_are_read_per_session(work: Harness) -> Non
     }
 
 
+@covers("try_lease", "lease_live")
 async def test_a_live_lease_keeps_other_owners_out(work: Harness) -> None:
     now = datetime.now(UTC)
     async with work.uow() as uow:
@@ -116,6 +122,7 @@ async def test_a_live_lease_keeps_other_owners_out(work: Harness) -> None:
 
 
 @pytest.mark.parametrize("nowait", [False, True])
+@covers("lock_session", "current_version")
 async def test_a_free_session_is_locked_with_or_without_waiting(work: Harness, nowait: bool) -> None:
     sid = await new_session(work)
     async with work.uow() as uow:
@@ -124,6 +131,7 @@ async def test_a_free_session_is_locked_with_or_without_waiting(work: Harness, n
         assert await uow.current_version(str(sid)) == 1
 
 
+@covers("lock_session")
 async def test_a_parent_locked_with_its_child_answers_its_lock_until_the_decision_writes(
     work: Harness,
 ) -> None:
@@ -144,6 +152,7 @@ async def test_a_parent_locked_with_its_child_answers_its_lock_until_the_decisio
         assert await uow.lock_session(uuid4(), then=parent) is None  # no such session
 
 
+@covers("session_state")
 async def test_session_state_carries_the_latest_compaction(work: Harness) -> None:
     sid = await new_session(work)
     first, second = message(1), message(2)
@@ -166,6 +175,7 @@ async def test_session_state_carries_the_latest_compaction(work: Harness) -> Non
     assert len(snapshot.messages) == 2  # compaction hides nothing from the stored history
 
 
+@covers("pending_waits", "call_wait", "wait")
 async def test_waits_are_pending_until_resolved_and_a_calls_newest_wait_is_its_decision(work: Harness) -> None:
     from muster_contracts import session_events as se
     from muster_contracts import wait_events as we
@@ -200,6 +210,7 @@ async def test_waits_are_pending_until_resolved_and_a_calls_newest_wait_is_its_d
         assert (await uow.wait(question) or {})["status"] == "answered"
 
 
+@covers("claim_execution")
 async def test_a_run_is_claimed_once_by_one_live_owner_and_only_while_open(work: Harness) -> None:
     parent, child = await new_session(work), await new_session(work)
     execution = uuid4()
@@ -231,6 +242,7 @@ async def test_a_run_is_claimed_once_by_one_live_owner_and_only_while_open(work:
 
 
 @pytest.mark.parametrize("with_parent", [False, True], ids=["parent-later", "parent-with-child"])
+@covers("lock_session", "open_execution_of", "executions_of", "next_queued_input")
 async def test_reads_under_a_lock_see_what_committed_while_it_waited_and_the_decisions_own_writes(
     work: Harness, with_parent: bool
 ) -> None:

@@ -4,7 +4,7 @@ recorders): `work` is a PostgreSQL one on a fresh database, then an in-memory on
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from datetime import UTC, datetime, timedelta
 from typing import Any
 from uuid import UUID, uuid4
@@ -24,18 +24,29 @@ Factory = Callable[[], AbstractUnitOfWork]
 
 
 class Harness:
-    """A factory of units of work plus a way to see what was sent after commit."""
+    """A factory of units of work plus a way to see what was sent after commit and which
+    file contents are stored (the unit of work stores them but has no read of its own)."""
 
-    def __init__(self, factory: Factory, sent: Callable[[], list[UUID]]) -> None:
+    def __init__(
+        self,
+        factory: Factory,
+        sent: Callable[[], list[UUID]],
+        blob: Callable[[str], Awaitable[str | None]] | None = None,
+    ) -> None:
         self.uow = factory
         self.sent = sent
+        self.blob = blob
 
 
 @pytest.fixture(params=["memory", "postgres"])
 async def work(request: pytest.FixtureRequest, postgres_server_url: str) -> AsyncIterator[Harness]:
     if request.param == "memory":
         store = MemoryStore()
-        yield Harness(store.uow, lambda: [m.message_id for _, _, m in store.sent])
+
+        async def kept(digest: str) -> str | None:
+            return store.state.blobs.get(digest)
+
+        yield Harness(store.uow, lambda: [m.message_id for _, _, m in store.sent], kept)
         return
     async with fresh_database_url(postgres_server_url, "uow") as url:
         pool: Any = await create_pool(url)
@@ -47,7 +58,11 @@ async def work(request: pytest.FixtureRequest, postgres_server_url: str) -> Asyn
                 bodies = [json.loads(v) for v in capture.sent]
                 return [UUID(b["message_id"]) for b in bodies if "message_id" in b]
 
-            yield Harness(lambda: PostgresUnitOfWork(pool), sent)
+            async def stored(digest: str) -> str | None:
+                content: str | None = await pool.fetchval("SELECT content FROM blobs WHERE sha256 = $1", digest)
+                return content
+
+            yield Harness(lambda: PostgresUnitOfWork(pool), sent, stored)
         finally:
             dispatch.install(None)
             await pool.close()

@@ -279,7 +279,10 @@ class InMemoryUnitOfWork(AbstractUnitOfWork):
             for i in self._tables.inputs.values()
             if i["session_id"] == session_id and i["state"] == "QUEUED"
         ]
-        return dict(min(queued, key=lambda i: i["position"])) if queued else None
+        if not queued:
+            return None
+        oldest = min(queued, key=lambda i: i["position"])
+        return {"message_id": oldest["message_id"], "content": oldest["content"]}  # PostgreSQL's columns
 
     async def tool_result(self, session_id: UUID, tool_call_id: str) -> str | None:
         results = [

@@ -1,5 +1,5 @@
 """The in-memory `session_waits` rows (migration 0012's `muster_project_waits`, event by
-event) and the settings a session's row takes from `SessionSettingsChanged`."""
+event)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,6 @@ from typing import Any
 from uuid import UUID
 
 from muster_contracts import events as ev
-from muster_contracts import session_events as se
 from muster_contracts import wait_events as we
 
 Row = dict[str, Any]
@@ -42,11 +41,13 @@ def project_wait(
     kind = _KINDS.get(type(event))
     if kind is not None:
         owner = sessions.get(session_id)
+        if owner is None:  # the projector joins the session for its user: no session, no wait
+            return
         waits.setdefault(
             key,
             {
                 "wait_id": key, "kind": kind, "session_id": session_id,
-                "user_id": owner["user_id"] if owner else "", "tool_call_id": _tool_call_id(event),
+                "user_id": owner["user_id"], "tool_call_id": _tool_call_id(event),
                 "detail": event.payload(), "status": "pending", "reason": None,
                 "position": position, "created_at": at, "resolved_at": None,
             },
@@ -71,9 +72,3 @@ def _status(event: ev.DomainEvent) -> str:
     outcome: str = getattr(event, "outcome", "answered")
     return "dropped" if outcome == "dropped" else "answered"
 
-
-def apply_settings(row: Row, event: se.SessionSettingsChanged) -> None:
-    for name in ("title", "model_id", "permission_level"):
-        value = getattr(event, name)
-        if value is not None:
-            row[name] = value
