@@ -48,6 +48,7 @@ lint: install
 
 bench: install
 	$(VENV)/bin/python -m bench.fanout
+	$(VENV)/bin/python -m bench.commands
 
 # The history table of bench/results/*.json (one file per measured run) into bench/results/README.md.
 bench-table: install

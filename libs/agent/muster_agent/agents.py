@@ -25,6 +25,7 @@ class AgentDefinition:
     context_tokens: int | None = None  # the model's context budget; None: MUSTER_CONTEXT_TOKENS
     mcp_servers: tuple[McpServerConfig, ...] = ()  # whose tools it is offered too (mcp_tools)
     denied: frozenset[str] = frozenset()  # `deny`: also MCP tools, by their `server__tool` name
+    network: bool = False  # run_command may reach the network (`network = true` in agents.toml)
 
     def tools_for(self, session_type: str) -> tuple[str, ...]:
         if session_type == "SUBAGENT":
@@ -68,4 +69,5 @@ def _parse(name: str, spec: dict[str, Any]) -> AgentDefinition:
         context_tokens=int(spec["context_tokens"]) if "context_tokens" in spec else None,
         mcp_servers=parse_servers(name, spec.get("mcp_servers")),
         denied=frozenset(denied),
+        network=bool(spec.get("network", False)),
     )

@@ -105,8 +105,14 @@ class ChangeRecorder:
         return self._describe(call, outcome["path"], pending)
 
     def _describe(self, call: Mapping[str, Any], path: str, pending: Pending) -> ev.FileChanged | None:
-        before = pending.before
         after = Snapshot(exists=False) if call["name"] == "delete_file" else take_snapshot(pending.target)
+        return self.describe(call["id"], path, pending.before, after)
+
+    def describe(
+        self, tool_call_id: str, path: str, before: Snapshot, after: Snapshot
+    ) -> ev.FileChanged | None:
+        """The change from `before` to `after` of `path` by `tool_call_id`, its blobs kept
+        for `store`; None when nothing changed (a command's changes come this way)."""
         known = (not before.exists or before.content is not None) and (
             not after.exists or after.content is not None
         )
@@ -124,7 +130,7 @@ class ChangeRecorder:
             change_id=uuid4(),
             message_id=self.message_id,
             message_seq=self.message_seq,
-            tool_call_id=call["id"],
+            tool_call_id=tool_call_id,
             path=path,
             change_type=change_type,
             lines_added=added,

@@ -31,7 +31,8 @@ from muster_agent.mcp_tools.pool import McpTools
 from muster_agent.models.base import ModelError, ModelProvider, ModelReply, ModelRequest
 from muster_agent.session_store import SessionState
 from muster_agent.tool_round import run_local_calls
-from muster_agent.tools.schemas import DELEGATION_TOOL_NAMES, tool_schemas
+from muster_agent.tools.commands import CommandPolicy
+from muster_agent.tools.schemas import COMMAND_TOOL_NAMES, DELEGATION_TOOL_NAMES, tool_schemas
 
 log = logging.getLogger("muster.loop")
 
@@ -70,6 +71,16 @@ class LoopDeps:
     budget: Budget = field(default_factory=Budget)
     # The MCP servers' tools (ADR 0038): offered beside the agent's own, run like local tools.
     mcp: McpTools | None = None
+    commands: CommandPolicy = field(default_factory=CommandPolicy)
+
+
+def command_policy(settings: Any) -> CommandPolicy:
+    """How this process runs `run_command`, from its `Settings`."""
+    return CommandPolicy(
+        max_timeout_s=settings.command_max_timeout_s,
+        unsafe=settings.unsafe_commands,
+        logs_dir=settings.commands_dir,
+    )
 
 
 class StepOutcome:
@@ -118,7 +129,9 @@ async def step(deps: LoopDeps, state: SessionState | None) -> Step:
         return StepOutcome.IDLE, None
     # Only a loaded history can hold a crash's tail: this runner's own records leave none.
     tail = (
-        incomplete_tail(state.messages, state.started_tool_calls, DELEGATION_TOOL_NAMES)
+        # A round with a command is kept too: its interrupted command gets a result (with its
+        # output so far) instead of the model being asked again and running it again.
+        incomplete_tail(state.messages, state.started_tool_calls, DELEGATION_TOOL_NAMES | COMMAND_TOOL_NAMES)
         if state.loaded
         else []
     )

@@ -19,11 +19,12 @@ from uuid import UUID
 from muster_contracts import events as ev
 
 from muster_agent import session_store as store
+from muster_agent.command_changes import interrupted_command, run_command_call
 from muster_agent.file_changes import ChangeRecorder, record_unanswered
 from muster_agent.mcp_tools import calls as mcp_calls
 from muster_agent.session_store import Item, SessionState
 from muster_agent.tools.registry import is_local_tool, local_tool_call
-from muster_agent.tools.schemas import DELEGATION_TOOL_NAMES, USER_TOOL_NAMES
+from muster_agent.tools.schemas import COMMAND_TOOL_NAMES, DELEGATION_TOOL_NAMES, USER_TOOL_NAMES
 from muster_agent.tools.workspace import Workspace
 from muster_agent.waits import Gate, Passed, needs_gate, pass_gate
 
@@ -55,6 +56,11 @@ async def run_local_calls(
             # Never run twice. A model asked again after a discarded round may repeat a call
             # id (the scripted model does): one that finished gets its recorded result back.
             earlier = await _recorded_result(deps, state, call["id"])
+            if earlier is None and call["name"] in COMMAND_TOOL_NAMES:
+                # A command cut off by a crash: its output so far, and what it changed.
+                result, made = await interrupted_command(deps, state, workspace, changes, call)
+                carry += [store.tool_message(call["id"], result), *made]
+                continue
             carry.append(store.tool_message(call["id"], earlier or store.error_result(INTERRUPTED)))
             continue
         mcp = mcp_calls.is_mcp_name(call["name"])
@@ -79,19 +85,21 @@ async def run_local_calls(
             if current is None:
                 return None
         if mcp:
-            outcome, change = await mcp_calls.run(deps, state, call), None
+            outcome, made = await mcp_calls.run(deps, state, call), []
+        elif call["name"] in COMMAND_TOOL_NAMES:
+            outcome, made = await run_command_call(deps, state, workspace, changes, call)
         else:
-            tool = local_tool_call(workspace, call["name"], call["arguments"])
-            outcome, change = await changes.run(call, tool)
+            outcome, change = await changes.run(
+                call, local_tool_call(workspace, call["name"], call["arguments"])
+            )
+            made = [change] if change is not None else []
         log.info(
             "tool_call_finished session=%s tool=%s success=%s",
             state.session_id,
             call["name"],
             outcome.get("success"),
         )
-        carry = [store.tool_message(call["id"], json.dumps(outcome))]
-        if change is not None:
-            carry.append(change)
+        carry = [store.tool_message(call["id"], json.dumps(outcome)), *made]
     if carry and current is not None:
         current = await _record(deps, current, carry, changes)
     return current
@@ -147,7 +155,7 @@ def _refusal(name: str, allowed: frozenset[str]) -> str | None:
     start, so a refused call never counts as interrupted."""
     if name in DELEGATION_TOOL_NAMES:
         return "subagents cannot delegate" if name not in allowed else None
-    if not is_local_tool(name) and name not in USER_TOOL_NAMES:
+    if not is_local_tool(name) and name not in USER_TOOL_NAMES and name not in COMMAND_TOOL_NAMES:
         return f"unknown tool {name!r}"
     if name not in allowed:
         return f"tool {name!r} is not available to this agent"

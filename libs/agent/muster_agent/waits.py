@@ -25,11 +25,13 @@ from muster_agent import session_store as store
 from muster_agent.mcp_tools.config import is_mcp_name
 from muster_agent.session_store import Item, SessionState
 from muster_agent.tools.arguments import AskUser, parse
-from muster_agent.tools.schemas import LOCAL_TOOL_NAMES, USER_TOOL_NAMES
+from muster_agent.tools.schemas import COMMAND_TOOL_NAMES, LOCAL_TOOL_NAMES, USER_TOOL_NAMES
 
 # What `ask` holds for approval: the tools that change files or start work.
 FILE_CHANGES = frozenset({"write_file", "edit_file", "delete_file"})
-GATED_TOOLS = FILE_CHANGES | {"delegate", "delegate_followup"}
+GATED_TOOLS = FILE_CHANGES | {"delegate", "delegate_followup"} | COMMAND_TOOL_NAMES
+# What a LOCAL session's client runs: the file tools and commands.
+CLIENT_TOOLS = LOCAL_TOOL_NAMES | COMMAND_TOOL_NAMES
 READ_ONLY = "refused: the session is read_only, so {tool} (which changes files or starts work) may not run"
 READ_ONLY_MCP = "refused: the session is read_only, so the MCP tool {tool} (outside effects) may not run"
 
@@ -135,7 +137,7 @@ async def decide(uow: AbstractUnitOfWork, row: Row, call: dict[str, Any]) -> Dec
             approval_id=uuid4(), tool_call_id=call["id"], tool=name, arguments=call["arguments"]
         )
         return Decision(Gate.WAITING, (request, _phase("WAITING_APPROVAL")))
-    if row["execution_mode"] == "LOCAL" and name in LOCAL_TOOL_NAMES:
+    if row["execution_mode"] == "LOCAL" and name in CLIENT_TOOLS:
         request_ = we.ToolRequested(
             request_id=uuid4(), tool_call_id=call["id"], name=name, arguments=call["arguments"]
         )

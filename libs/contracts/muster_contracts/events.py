@@ -211,7 +211,7 @@ ChangeType = Literal["CREATED", "MODIFIED", "DELETED"]
 
 
 class FileChanged(DomainEvent):
-    """A local tool (write_file, edit_file, delete_file) changed a workspace file, on the
+    """A local tool (write_file, edit_file, delete_file, run_command) changed a workspace file, on the
     stream of the session whose tool call did it. Contents and the unified diff are stored
     once in `blobs` by sha256 and referenced here, so the event stays small whatever the
     file size. A content hash is None when that side does not exist (before a creation,

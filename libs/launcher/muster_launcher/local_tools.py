@@ -1,4 +1,5 @@
-"""The LOCAL side of the file tools: `tool_request` frames run in the user's directory.
+"""The LOCAL side of the file tools and `run_command`: `tool_request` frames run in the
+user's directory.
 
 Wired to a `muster_client.Connection`: `hello` is its `on_connect` hook (sent again after
 every reconnect; the server then sends every outstanding request of the user again) and
@@ -13,10 +14,14 @@ from __future__ import annotations
 
 import asyncio
 import json
+import tempfile
+import uuid
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from muster_agent.tools.arguments import RunCommand, parse
+from muster_agent.tools.commands import CommandPolicy, run_command
 from muster_agent.tools.files import error
 from muster_agent.tools.registry import is_local_tool, run_local_tool
 from muster_agent.tools.workspace import Workspace
@@ -42,6 +47,8 @@ class LocalTools:
         self.runs = 0  # tools actually run by this process
         self._conn: Connection | None = None
         self._running: dict[str, asyncio.Task[None]] = {}
+        # A user's own machine: commands run unsandboxed where no sandbox can be had, and say so.
+        self.commands = CommandPolicy(unsafe=True)
 
     def attach(self, conn: Connection) -> None:
         """Make `conn` a LOCAL client: `hello` on every connect, tool requests served."""
@@ -97,17 +104,36 @@ class LocalTools:
         await self._answer(session_id, request_id, result)
 
     async def _run(self, name: str, arguments: Any) -> Result:
-        if not is_local_tool(name):
-            return error(f"{name!r} is not a file tool a LOCAL client runs")
+        if not is_local_tool(name) and name != RunCommand.tool:
+            return error(f"{name!r} is not a tool a LOCAL client runs")
         self.runs += 1
         try:
-            result = await run_local_tool(self.workspace, name, arguments if arguments is not None else {})
+            if name == RunCommand.tool:
+                result = await self._command(arguments if arguments is not None else {})
+            else:
+                result = await run_local_tool(
+                    self.workspace, name, arguments if arguments is not None else {}
+                )
         except Exception as exc:  # the client must answer; the details stay in the error type
             return error(f"the LOCAL client failed to run {name}: {type(exc).__name__}")
         if len(json.dumps(result)) > MAX_RESULT_BYTES:
             too_big = f"the result of {name} is over the {MAX_RESULT_BYTES} bytes a LOCAL client may send"
             return error(too_big)
         return result
+
+    async def _command(self, arguments: Any) -> Result:
+        """`run_command` in this client's directory: in bubblewrap where this machine has
+        it, else with the same limits and timeout but unsandboxed, which its result says
+        (`"sandboxed": false` and a `note`). Its output is logged under the system's temp
+        directory, never in the user's directory."""
+        given = parse(RunCommand, arguments)
+        if isinstance(given, str):
+            return error(given)
+        root = await asyncio.to_thread(self.workspace.real_root)
+        log_path = Path(tempfile.gettempdir(), "muster-local-commands", f"{uuid.uuid4()}.log")
+        return await run_command(
+            root, given.command, given.timeout_s, policy=self.commands, log_path=log_path
+        )
 
     async def _answer(self, session_id: str | None, request_id: str, result: Result) -> None:
         if self._conn is None:

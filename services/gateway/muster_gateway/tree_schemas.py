@@ -56,5 +56,6 @@ class ModelContext(BaseModel):
 
     system: str
     messages: list[dict[str, Any]] = Field(default_factory=list)
-    # The tools it offers (OpenAI function tools): the agent's own, then its MCP servers'.
+    # The tools the model is offered (OpenAI function-tool schemas): the agent's own (e.g.
+    # run_command), then its MCP servers'.
     tools: list[dict[str, Any]] = Field(default_factory=list)

@@ -11,7 +11,7 @@ from faststream.kafka import KafkaBroker
 from muster_agent.agents import AgentRegistry
 from muster_agent.compaction import Budget
 from muster_agent.delegation import Delegator
-from muster_agent.loop import LoopDeps
+from muster_agent.loop import LoopDeps, command_policy
 from muster_agent.mcp_tools.pool import McpTools
 from muster_agent.models import build_model
 from muster_agent.runners import Runners
@@ -52,6 +52,7 @@ def build(settings: Settings) -> Harness:
                 workspaces=settings.workspaces_dir,
                 budget=Budget(settings.context_tokens, settings.compaction_threshold),
                 mcp=McpTools.from_settings(settings),
+                commands=command_policy(settings),
                 delegation=Delegator(held.uow, agents, settings.execution_timeout_s),
             )
             harness.deps = HarnessDeps(loop=loop, runners=runners, lease_ttl_s=settings.lease_ttl_s)

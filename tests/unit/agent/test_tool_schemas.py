@@ -12,7 +12,7 @@ from muster_agent.tools import (
 )
 
 ORDER = ["read_file", "write_file", "edit_file", "delete_file", "list_files", "delegate",
-         "delegate_followup", "ask_user"]
+         "delegate_followup", "ask_user", "run_command"]
 
 
 def test_name_sets() -> None:
@@ -33,7 +33,7 @@ def test_every_schema_is_a_well_formed_function_tool() -> None:
         params = function["parameters"]
         assert params["type"] == "object"
         assert set(params["required"]) <= set(params["properties"])
-        assert all(p["type"] in ("string", "boolean", "array") for p in params["properties"].values())
+        assert all(p["type"] in ("string", "boolean", "array", "number") for p in params["properties"].values())
 
 
 @pytest.mark.parametrize(
@@ -46,6 +46,7 @@ def test_every_schema_is_a_well_formed_function_tool() -> None:
         ("list_files", []),
         ("delegate", ["agent_type", "task"]),
         ("delegate_followup", ["child_session_id", "task"]),
+        ("run_command", ["command"]),
     ],
 )
 def test_required_arguments(name: str, required: list[str]) -> None:

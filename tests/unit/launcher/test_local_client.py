@@ -181,3 +181,28 @@ async def test_the_local_client_command_serves_until_stopped(tmp_path: Path) -> 
         finally:
             proc.terminate()
             await proc.wait()
+
+
+async def test_run_command_runs_in_the_directory_and_says_when_it_cannot_sandbox(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from muster_agent.tools import commands
+
+    work = tmp_path / "work"
+    work.mkdir()
+    async with running() as gw, LocalClient(gw.url, "t", work, state_dir=tmp_path / "state", emit=lambda _: None) as client:
+        await gw.tool_request("c1", "run_command", {"command": "echo hi > made.txt; echo done"})
+        await wait_results(client, gw, "c1")
+        (sandboxed,) = results(gw, "c1")
+        assert (work / "made.txt").read_text() == "hi\n"
+        if await commands.sandbox_problem(client.tools.commands.readonly_paths) is None:
+            assert sandboxed["success"] is True and sandboxed["output"] == "done\n" and "sandboxed" not in sandboxed
+        monkeypatch.setattr(commands.shutil, "which", lambda name: None)  # a machine without bubblewrap
+        await gw.tool_request("c2", "run_command", {"command": "pwd", "timeout_s": 5})
+        await wait_results(client, gw, "c2")
+        (unsandboxed,) = results(gw, "c2")
+        assert unsandboxed["success"] is True and unsandboxed["output"] == f"{work.resolve()}\n"
+        assert unsandboxed["sandboxed"] is False and "not sandboxed" in str(unsandboxed["note"])
+        await gw.tool_request("c3", "run_command", {"timeout_s": 5})
+        await wait_results(client, gw, "c3")
+        assert results(gw, "c3")[0] == {"success": False, "error": "missing required argument 'command'"}

@@ -102,6 +102,20 @@ class AskUser(ToolArguments):
     options: list[str] | None = Field(None, description="Answers to choose from; omit for a free answer.")
 
 
+class RunCommand(ToolArguments):
+    """Run a shell command (bash -c) in the workspace, in a sandbox: only the workspace is
+    writable, the network is off unless this agent has it, and processes, memory, CPU time
+    and output are limited. The result has exit_code, output (stdout and stderr
+    interleaved; head and tail kept when long), truncated, timed_out and duration_ms. A
+    command cut off by a crash is not run again."""
+
+    tool: ClassVar[str] = "run_command"
+    command: str = Field(description="The command line, run with bash -c in the workspace root.")
+    timeout_s: float | None = Field(
+        None, gt=0, description="Wall-clock limit in seconds; default 120, capped by the operator."
+    )
+
+
 # The order tools are offered to a model: fixed, whatever order an agent definition lists
 # them in, so the prompt (and any provider-side cache) is stable.
 ALL_ARGUMENTS: tuple[type[ToolArguments], ...] = (
@@ -113,9 +127,16 @@ ALL_ARGUMENTS: tuple[type[ToolArguments], ...] = (
     Delegate,
     DelegateFollowup,
     AskUser,
+    RunCommand,
 )
 
-_KINDS = {"string_type": "a string", "bool_type": "a boolean", "list_type": "a list"}
+_KINDS = {
+    "string_type": "a string",
+    "bool_type": "a boolean",
+    "list_type": "a list",
+    "float_type": "a number",
+    "greater_than": "positive",
+}
 
 
 def parse(model: type[A], arguments: Any) -> A | str:

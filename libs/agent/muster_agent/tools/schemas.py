@@ -66,7 +66,11 @@ LOCAL_TOOL_NAMES: frozenset[str] = frozenset(
 DELEGATION_TOOL_NAMES: frozenset[str] = frozenset({"delegate", "delegate_followup"})
 # Answered by the user, not run: only sessions with a user in the loop get it.
 USER_TOOL_NAMES: frozenset[str] = frozenset({"ask_user"})
-ALL_TOOL_NAMES: frozenset[str] = LOCAL_TOOL_NAMES | DELEGATION_TOOL_NAMES | USER_TOOL_NAMES
+# Run in the workspace's sandbox (`tools/commands.py`), or by a LOCAL session's client.
+COMMAND_TOOL_NAMES: frozenset[str] = frozenset({"run_command"})
+ALL_TOOL_NAMES: frozenset[str] = (
+    LOCAL_TOOL_NAMES | DELEGATION_TOOL_NAMES | USER_TOOL_NAMES | COMMAND_TOOL_NAMES
+)
 
 
 def tool_schemas(allowed: Iterable[str]) -> list[dict[str, Any]]:

@@ -153,6 +153,10 @@ class Settings(BaseSettings):
     reconcile_interval_s: float = Field(2.0, validation_alias=_var("MUSTER_RECONCILE_INTERVAL_S"))
     execution_timeout_s: float = Field(3600.0, validation_alias=_var("MUSTER_EXECUTION_TIMEOUT_S"))
     cancel_grace_s: float = Field(30.0, validation_alias=_var("MUSTER_CANCEL_GRACE_S"))
+    # run_command (ADR 0037): the cap on a command's `timeout_s`, and whether a machine
+    # without a sandbox (no bwrap) may run commands unsandboxed.
+    command_max_timeout_s: float = Field(600.0, gt=0, validation_alias=_var("MUSTER_COMMAND_MAX_TIMEOUT_S"))
+    unsafe_commands: bool = Field(False, validation_alias=_var("MUSTER_UNSAFE_COMMANDS"))
 
     # --- tracing: on only when an OTLP endpoint is configured (the standard OTEL_*
     # variables; the exporter reads the rest of them itself): off, no tracer exists (ADR 0017).
@@ -186,6 +190,11 @@ class Settings(BaseSettings):
     @property
     def workspaces_dir(self) -> Path:
         return self.data_dir / "workspaces"
+
+    @property
+    def commands_dir(self) -> Path:
+        """Where a running command's output is kept (outside every workspace)."""
+        return self.data_dir / "commands"
 
     @classmethod
     def settings_customise_sources(
