@@ -144,6 +144,9 @@ class Execution(BaseModel):
     startedAt: str
     endedAt: str | None
     deadlineAt: str
+    deliveredAt: str | None  # when the barrier delivered (or suppressed) the result
+    parentMessageId: str | None  # the parent's ASSISTANT message holding the tool call
+    toolMessageId: str | None  # the parent's TOOL message holding the delivered result
     rounds: int
     toolCalls: int
     usage: Usage
