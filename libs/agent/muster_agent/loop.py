@@ -156,7 +156,7 @@ async def step(deps: LoopDeps, state: SessionState | None) -> Step:
         session_id=str(state.session_id),
         model=state.model_id or agent.model,
         messages=messages,
-        tools=tool_schemas(tools),
+        tools=tool_schemas(tools, agent.delegate_types),
     )
     try:
         with tracing.span("model call", {"muster.model": request.model}):
