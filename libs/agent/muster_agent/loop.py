@@ -67,6 +67,15 @@ class LoopDeps:
     # `on_close` and without this, every close goes the long way.
     quiet_close: QuietCloseHook | None = None
     budget: Budget = field(default_factory=Budget)
+    # The tokens a session's model calls may spend in all (MUSTER_SESSION_TOKEN_BUDGET); 0: no limit.
+    token_budget: int = 0
+
+
+def spent_tokens(state: SessionState) -> int:
+    """The tokens the session's model calls reported (prompt + completion), a fork's copies
+    included (the messages it was given to start from)."""
+    used = [m.usage for m in state.messages if m.usage]
+    return sum(u.get("prompt_tokens", 0) + u.get("completion_tokens", 0) for u in used)
 
 
 class StepOutcome:
@@ -142,6 +151,10 @@ async def step(deps: LoopDeps, state: SessionState | None) -> Step:
     rounds = _rounds_this_turn(state)
     if rounds >= agent.max_rounds:
         return await _close_turn(deps, state, [], failure=f"max rounds ({agent.max_rounds}) exceeded")
+    spent = spent_tokens(state)
+    if deps.token_budget and spent >= deps.token_budget:
+        failure = f"token budget spent: the session used {spent} of its {deps.token_budget} tokens"
+        return await _close_turn(deps, state, [], failure=failure)
     messages = model_messages(agent, state)
     limit = deps.budget.limit(agent)
     if request_tokens(state, messages) > limit:

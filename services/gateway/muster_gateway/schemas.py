@@ -20,6 +20,12 @@ class ErrorBody(BaseModel):
     error: ErrorDetail
 
 
+class Usage(BaseModel):
+    promptTokens: int
+    completionTokens: int
+    totalTokens: int
+
+
 class Session(BaseModel):
     sessionId: str
     title: str | None
@@ -43,6 +49,10 @@ class Session(BaseModel):
     treeUnread: bool | None = None
     pendingApprovals: int | None = None
     pendingQuestions: int | None = None
+    # `GET /v1/sessions/{id}` (and the answers that return one session): the tokens its own
+    # model calls reported, and those of its tree (the session and all its descendants).
+    usage: Usage | None = None
+    treeUsage: Usage | None = None
 
 
 class SessionList(BaseModel):
@@ -122,12 +132,6 @@ class MergedFileChange(BaseModel):
 
 class TurnFileChanges(BaseModel):
     items: list[MergedFileChange]
-
-
-class Usage(BaseModel):
-    promptTokens: int
-    completionTokens: int
-    totalTokens: int
 
 
 class Execution(BaseModel):

@@ -50,6 +50,7 @@ def build(settings: Settings) -> Harness:
                 agents=agents,
                 workspaces=settings.workspaces_dir,
                 budget=Budget(settings.context_tokens, settings.compaction_threshold),
+                token_budget=settings.session_token_budget,
                 delegation=Delegator(held.uow, agents, settings.execution_timeout_s),
             )
             harness.deps = HarnessDeps(loop=loop, runners=runners, lease_ttl_s=settings.lease_ttl_s)

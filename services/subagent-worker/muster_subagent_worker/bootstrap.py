@@ -54,6 +54,7 @@ def build(settings: Settings) -> Worker:
                 agents=AgentRegistry.load(settings.agents_file),
                 workspaces=settings.workspaces_dir,
                 budget=Budget(settings.context_tokens, settings.compaction_threshold),
+                token_budget=settings.session_token_budget,
                 on_close=finish_execution,
                 on_close_locks_parent=True,
             )
