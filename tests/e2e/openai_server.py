@@ -1,6 +1,11 @@
 """An OpenAI-compatible chat-completions server for tests, on its own thread: it keeps
 every request body as received and answers from a script of replies chosen by how many
-assistant messages the request already holds (so a retried request gets the same answer)."""
+assistant messages the request already holds (so a retried request gets the same answer).
+
+A session's title request (muster's title prompt) is answered with `title` and kept apart
+(`titles`). `fail(status, retry_after)` queues error answers (429, 5xx, with or without a
+`Retry-After`) that the next conversation requests get first; `times` are when each
+conversation request arrived."""
 
 from __future__ import annotations
 
@@ -13,6 +18,7 @@ from contextlib import contextmanager
 from typing import Any
 
 import uvicorn
+from muster_agent.titles import TITLE_PROMPT
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import JSONResponse
@@ -39,6 +45,10 @@ class ChatServer:
         self.replies = replies
         self.port = port
         self.bodies: list[bytes] = []
+        self.times: list[float] = []
+        self.titles: list[dict[str, Any]] = []
+        self.title = "Title from the model"
+        self._failures: list[tuple[int, str | None]] = []
         app = Starlette(routes=[Route("/v1/chat/completions", self._complete, methods=["POST"])])
         self._server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning"))
 
@@ -49,10 +59,22 @@ class ChatServer:
     def requests(self) -> list[dict[str, Any]]:
         return [json.loads(body) for body in list(self.bodies)]
 
+    def fail(self, status: int, retry_after: str | None = None, times: int = 1) -> None:
+        self._failures.extend([(status, retry_after)] * times)
+
     async def _complete(self, request: Request) -> JSONResponse:
         body = await request.body()
-        self.bodies.append(body)
         messages = json.loads(body)["messages"]
+        if messages and messages[0].get("content") == TITLE_PROMPT:
+            self.titles.append(json.loads(body))
+            return JSONResponse(completion(self.title))
+        self.bodies.append(body)
+        self.times.append(time.monotonic())
+        if self._failures:
+            status, retry_after = self._failures.pop(0)
+            headers = {} if retry_after is None else {"Retry-After": retry_after}
+            error = {"error": {"message": f"try again later ({status})", "type": "server_error"}}
+            return JSONResponse(error, status_code=status, headers=headers)
         step = sum(1 for m in messages if m.get("role") == "assistant")
         return JSONResponse(self.replies[min(step, len(self.replies) - 1)])
 

@@ -117,7 +117,7 @@ async def compact(
         log.warning("compaction_failed session=%s reason=%s", state.session_id, exc)
         return False, state
     system = [
-        {"role": "system", "content": system_prompt(agent, state.background)},
+        {"role": "system", "content": system_prompt(agent, state.background, state.session_type)},
         summary_message(reply.content),
     ]
     after = chat_tokens([*system, *to_chat(kept)])

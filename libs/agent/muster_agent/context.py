@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from muster_agent.agents import AgentDefinition
+from muster_agent.agents import DELEGATION_TOOLS, AgentDefinition
 from muster_agent.session_store import SessionState
 
 BACKGROUND_HEADER = (
@@ -18,13 +18,20 @@ BACKGROUND_HEADER = (
 )
 
 
-def system_prompt(agent: AgentDefinition, background: Sequence[tuple[str, str]] | None) -> str:
-    """The agent's prompt; a summary side task's (`background` not None, perhaps empty:
-    the source had no messages yet) adds the source's last messages after it."""
+def system_prompt(
+    agent: AgentDefinition, background: Sequence[tuple[str, str]] | None, session_type: str | None = None
+) -> str:
+    """The agent's prompt, with its delegation hints when the session gets `delegate` or
+    `delegate_followup` (`session_type` given: a subagent never does); a summary side task's
+    (`background` not None, perhaps empty: the source had no messages yet) adds the source's
+    last messages after it."""
+    prompt = agent.system_prompt
+    if session_type is not None and DELEGATION_TOOLS & set(agent.tools_for(session_type)):
+        prompt = "\n\n".join(part for part in (prompt, agent.delegation_hints) if part)
     if background is None:
-        return agent.system_prompt
+        return prompt
     lines = [f"{role}: {content}" for role, content in background] or ["(none yet)"]
-    return "\n\n".join(part for part in (agent.system_prompt, BACKGROUND_HEADER, "\n".join(lines)) if part)
+    return "\n\n".join(part for part in (prompt, BACKGROUND_HEADER, "\n".join(lines)) if part)
 
 
 SUMMARY_HEADING = "Summary of the earlier conversation (its messages are no longer shown):\n"
@@ -36,7 +43,9 @@ def summary_message(summary: str) -> dict[str, Any]:
 
 def model_messages(agent: AgentDefinition, state: SessionState) -> list[dict[str, Any]]:
     """The `messages` of the next chat-completions request, system prompt first."""
-    messages: list[dict[str, Any]] = [{"role": "system", "content": system_prompt(agent, state.background)}]
+    messages: list[dict[str, Any]] = [
+        {"role": "system", "content": system_prompt(agent, state.background, state.session_type)}
+    ]
     if state.compaction is not None:
         messages.append(summary_message(state.compaction.summary))
     messages.extend(state.chat)

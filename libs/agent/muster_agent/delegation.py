@@ -177,12 +177,19 @@ class Delegator:
         child_ref, task = given.child_session_id.strip(), given.task
         child = None
         try:
+            child_id = UUID(child_ref)
+        except ValueError:
+            raise DelegationRefused(f"session {child_ref} not found") from None
+        # Ownership first, read without a lock: another user's session is "not found" whatever
+        # it is doing (a lock attempt on a busy one would tell it exists).
+        seen = await uow.session(child_id)
+        if seen is None or seen.user_id != state.user_id:
+            raise DelegationRefused(f"session {child_ref} not found")
+        try:
             # NOWAIT: the lock order is child before parent everywhere else, and we already
             # hold the parent. A child row locked right now is being driven by its worker
             # (or cancelled), i.e. still running.
-            child = await uow.lock_session(UUID(child_ref), nowait=True)
-        except ValueError:
-            pass
+            child = await uow.lock_session(child_id, nowait=True)
         except SessionBusy:
             raise DelegationRefused(STILL_RUNNING.format(child_ref)) from None
         if child is None or child["user_id"] != state.user_id:

@@ -72,6 +72,8 @@ class LoopDeps:
     # The MCP servers' tools (ADR 0038): offered beside the agent's own, run like local tools.
     mcp: McpTools | None = None
     commands: CommandPolicy = field(default_factory=CommandPolicy)
+    # The tokens a session's model calls may spend in all (MUSTER_SESSION_TOKEN_BUDGET); 0: no limit.
+    token_budget: int = 0
 
 
 def command_policy(settings: Any) -> CommandPolicy:
@@ -81,6 +83,13 @@ def command_policy(settings: Any) -> CommandPolicy:
         unsafe=settings.unsafe_commands,
         logs_dir=settings.commands_dir,
     )
+
+
+def spent_tokens(state: SessionState) -> int:
+    """The tokens the session's model calls reported (prompt + completion), a fork's copies
+    included (the messages it was given to start from)."""
+    used = [m.usage for m in state.messages if m.usage]
+    return sum(u.get("prompt_tokens", 0) + u.get("completion_tokens", 0) for u in used)
 
 
 class StepOutcome:
@@ -158,6 +167,10 @@ async def step(deps: LoopDeps, state: SessionState | None) -> Step:
     rounds = _rounds_this_turn(state)
     if rounds >= agent.max_rounds:
         return await _close_turn(deps, state, [], failure=f"max rounds ({agent.max_rounds}) exceeded")
+    spent = spent_tokens(state)
+    if deps.token_budget and spent >= deps.token_budget:
+        failure = f"token budget spent: the session used {spent} of its {deps.token_budget} tokens"
+        return await _close_turn(deps, state, [], failure=failure)
     messages = model_messages(agent, state)
     limit = deps.budget.limit(agent)
     if request_tokens(state, messages) > limit:
@@ -172,7 +185,7 @@ async def step(deps: LoopDeps, state: SessionState | None) -> Step:
         session_id=str(state.session_id),
         model=state.model_id or agent.model,
         messages=messages,
-        tools=tool_schemas(tools) + (await deps.mcp.schemas(agent) if deps.mcp else []),
+        tools=tool_schemas(tools, agent.delegate_types) + (await deps.mcp.schemas(agent) if deps.mcp else []),
     )
     try:
         with tracing.span("model call", {"muster.model": request.model}):

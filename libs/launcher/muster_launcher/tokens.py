@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import os
 import secrets
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 
 from muster_runtime.process.settings import Settings
@@ -38,6 +38,15 @@ def write_tokens_file(path: Path, tokens: Mapping[str, str]) -> None:
     os.replace(tmp, path)
 
 
+def new_token(draw: Callable[[int], str] = secrets.token_urlsafe) -> str:
+    """A fresh URL-safe token that never starts with `-`: a command line would read such a
+    token as an option (`muster chat --token -6js2…` fails with "expected one argument")."""
+    while True:
+        token = draw(24)
+        if not token.startswith("-"):
+            return token
+
+
 def dev_tokens(data_dir: Path) -> dict[str, str]:
     """The persisted dev token, generated on first use so that it survives restarts."""
     path = data_dir / TOKENS_FILE_NAME
@@ -45,7 +54,7 @@ def dev_tokens(data_dir: Path) -> dict[str, str]:
         tokens = parse_tokens_file(path.read_text(), str(path))
         if tokens:
             return tokens
-    tokens = {secrets.token_urlsafe(24): DEV_USER}
+    tokens = {new_token(): DEV_USER}
     write_tokens_file(path, tokens)
     return tokens
 

@@ -66,7 +66,41 @@ def session_resource(row: Any) -> dict[str, Any]:
 
 
 async def get_session(pool: Pool, user_id: str, raw_id: str) -> dict[str, Any]:
-    return session_resource(await owned(pool, user_id, raw_id, _SESSION_COLUMNS))
+    async with pool.acquire() as conn:
+        row = await owned(conn, user_id, raw_id, _SESSION_COLUMNS)
+        usage = await conn.fetchrow(SESSION_USAGE, row["session_id"])
+    return {**session_resource(row), **usage_fields(usage)}
+
+
+# The tokens the model calls of a session (`usage`) and of its tree, the session and every
+# descendant (subagents and side tasks, deleted ones included: they were spent), reported:
+# each ASSISTANT message's usage, a fork's copies left out (their original counts).
+SESSION_USAGE = """
+WITH RECURSIVE tree(session_id, depth) AS (
+    SELECT $1::uuid, 0
+    UNION ALL
+    SELECT s.session_id, t.depth + 1 FROM tree t
+    JOIN sessions s ON s.parent_session_id = t.session_id
+    WHERE t.depth < 100)
+SELECT
+    coalesce(sum((m.usage->>'prompt_tokens')::bigint) FILTER (WHERE m.session_id = $1), 0) AS prompt,
+    coalesce(sum((m.usage->>'completion_tokens')::bigint) FILTER (WHERE m.session_id = $1), 0)
+        AS completion,
+    coalesce(sum((m.usage->>'prompt_tokens')::bigint), 0) AS tree_prompt,
+    coalesce(sum((m.usage->>'completion_tokens')::bigint), 0) AS tree_completion
+FROM tree JOIN messages m USING (session_id)
+WHERE m.usage IS NOT NULL AND m.forked_from IS NULL
+"""
+
+
+def usage_fields(row: Any) -> dict[str, Any]:
+    def usage(prompt: int, completion: int) -> dict[str, int]:
+        return {"promptTokens": prompt, "completionTokens": completion, "totalTokens": prompt + completion}
+
+    return {
+        "usage": usage(row["prompt"], row["completion"]),
+        "treeUsage": usage(row["tree_prompt"], row["tree_completion"]),
+    }
 
 
 async def list_sessions(pool: Pool, user_id: str, session_type: str, limit: int) -> list[dict[str, Any]]:
@@ -231,6 +265,9 @@ def _execution_item(row: Any) -> dict[str, Any]:
         "startedAt": iso(row["started_at"]),
         "endedAt": None if row["ended_at"] is None else iso(row["ended_at"]),
         "deadlineAt": iso(row["deadline_at"]),
+        "deliveredAt": None if row["delivered_at"] is None else iso(row["delivered_at"]),
+        "parentMessageId": opt_id(row["parent_message_id"]),
+        "toolMessageId": opt_id(row["tool_message_id"]),
         "rounds": row["rounds"],
         "toolCalls": row["tool_calls"],
         "usage": {"promptTokens": prompt, "completionTokens": completion, "totalTokens": prompt + completion},

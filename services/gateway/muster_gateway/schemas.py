@@ -20,6 +20,12 @@ class ErrorBody(BaseModel):
     error: ErrorDetail
 
 
+class Usage(BaseModel):
+    promptTokens: int
+    completionTokens: int
+    totalTokens: int
+
+
 class Session(BaseModel):
     sessionId: str
     title: str | None
@@ -43,6 +49,10 @@ class Session(BaseModel):
     treeUnread: bool | None = None
     pendingApprovals: int | None = None
     pendingQuestions: int | None = None
+    # `GET /v1/sessions/{id}` (and the answers that return one session): the tokens its own
+    # model calls reported, and those of its tree (the session and all its descendants).
+    usage: Usage | None = None
+    treeUsage: Usage | None = None
 
 
 class SessionList(BaseModel):
@@ -124,12 +134,6 @@ class TurnFileChanges(BaseModel):
     items: list[MergedFileChange]
 
 
-class Usage(BaseModel):
-    promptTokens: int
-    completionTokens: int
-    totalTokens: int
-
-
 class Execution(BaseModel):
     executionId: str
     parentSessionId: str
@@ -144,6 +148,9 @@ class Execution(BaseModel):
     startedAt: str
     endedAt: str | None
     deadlineAt: str
+    deliveredAt: str | None  # when the barrier delivered (or suppressed) the result
+    parentMessageId: str | None  # the parent's ASSISTANT message holding the tool call
+    toolMessageId: str | None  # the parent's TOOL message holding the delivered result
     rounds: int
     toolCalls: int
     usage: Usage

@@ -53,6 +53,7 @@ def build(settings: Settings) -> Harness:
                 budget=Budget(settings.context_tokens, settings.compaction_threshold),
                 mcp=McpTools.from_settings(settings),
                 commands=command_policy(settings),
+                token_budget=settings.session_token_budget,
                 delegation=Delegator(held.uow, agents, settings.execution_timeout_s),
             )
             harness.deps = HarnessDeps(loop=loop, runners=runners, lease_ttl_s=settings.lease_ttl_s)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -9,6 +10,7 @@ from typing import Any, NamedTuple
 from uuid import UUID
 
 from muster_agent import session_store as store
+from muster_agent import titles
 from muster_agent.agents import UnknownAgentType
 from muster_agent.compaction import compact
 from muster_agent.loop import LoopDeps, StepOutcome, run_until_idle
@@ -36,6 +38,8 @@ class Begun(NamedTuple):
 
     running: bool
     state: SessionState | None = None
+    # The USER message a title is made from: the turn started a session without a title.
+    title_from: str | None = None
 
 
 NOT_BEGUN = Begun(False)
@@ -71,7 +75,7 @@ async def process_session(cmd: ProcessSession | ResumeSession, deps: HarnessDeps
             # The first run starts from the turn begun or claimed above; a re-run (another
             # command came while this one ran) looks at the session afresh.
             if first:
-                await drive(deps, sid, begun=True, state=first.pop())
+                await drive(deps, sid, begun=True, state=first.pop(), title_from=begun.title_from)
             else:
                 await drive(deps, sid)
 
@@ -98,16 +102,44 @@ async def _claim_locked(
 
 
 async def drive(
-    deps: HarnessDeps, session_id: UUID, *, begun: bool | None = None, state: SessionState | None = None
+    deps: HarnessDeps,
+    session_id: UUID,
+    *,
+    begun: bool | None = None,
+    state: SessionState | None = None,
+    title_from: str | None = None,
 ) -> None:
     """Run the session's turn until it ends (the next queued turn starts in the transaction
-    that ends one) or waits for children; from `state` when the claim read it."""
+    that ends one) or waits for children; from `state` when the claim read it. A turn that
+    started an untitled session (`title_from`) names it meanwhile."""
     if begun is None:
         async with deps.loop.uows() as uow:
             row = await uow.lock_session(session_id)
-            begun = row is not None and (await _begin_locked(uow, row)).running
-    if begun and await run_until_idle(deps.loop, session_id, state) == StepOutcome.WAITING:
-        log.info("session_waiting_for_children session=%s", session_id)
+            claimed = await _begin_locked(uow, row) if row is not None else NOT_BEGUN
+            begun, title_from = claimed.running, claimed.title_from
+            started = claimed.state
+    else:
+        started = state
+    naming = None if title_from is None else asyncio.create_task(_name(deps, session_id, started, title_from))
+    try:
+        if begun and await run_until_idle(deps.loop, session_id, state) == StepOutcome.WAITING:
+            log.info("session_waiting_for_children session=%s", session_id)
+    except BaseException:
+        if naming is not None:
+            naming.cancel()
+        raise
+    if naming is not None:
+        await naming
+
+
+async def _name(deps: HarnessDeps, session_id: UUID, state: SessionState | None, first_message: str) -> None:
+    model_name = "default"
+    if state is not None:
+        try:
+            model_name = state.model_id or deps.loop.agents.get(state.agent_type).model
+        except UnknownAgentType:
+            model_name = state.model_id or model_name
+    await titles.name_session(deps.loop.uows, deps.loop.model, session_id, model_name, first_message)
 
 
 async def _begin_locked(uow: AbstractUnitOfWork, row: Mapping[str, Any]) -> Begun:
@@ -119,7 +151,11 @@ async def _begin_locked(uow: AbstractUnitOfWork, row: Mapping[str, Any]) -> Begu
     if row["phase"] in store.WAITING_PHASES:
         return NOT_BEGUN  # its answer resumes it; queued input waits for the turn's end
     started = await store.start_next_turn(uow, row)
-    return Begun(started is not None, started)
+    if started is None:
+        return NOT_BEGUN
+    untitled = row["title"] is None and row["session_type"] != "SUBAGENT"
+    users = [m.content for m in started.messages if m.role == "USER"] if untitled else []
+    return Begun(True, started, users[-1] if users else None)
 
 
 async def compact_session(cmd: CompactSession, deps: HarnessDeps) -> None:

@@ -57,6 +57,7 @@ def build(settings: Settings) -> Worker:
                 budget=Budget(settings.context_tokens, settings.compaction_threshold),
                 mcp=McpTools.from_settings(settings),
                 commands=command_policy(settings),
+                token_budget=settings.session_token_budget,
                 on_close=finish_execution,
                 on_close_locks_parent=True,
             )

@@ -14,7 +14,7 @@ from muster_contracts import events as ev
 from muster_runtime.process.db import Pool
 
 from tests.databases import uows
-from tests.unit.recovery.builders import assistant, delegating_parent, execution, record
+from tests.unit.recovery.builders import assistant, delegating_parent, execution, record, running_session
 
 
 async def test_a_followup_answers_the_open_calls_of_a_cancelled_child_first(pool: Pool) -> None:
@@ -40,3 +40,21 @@ async def test_a_followup_answers_the_open_calls_of_a_cancelled_child_first(pool
     assert "interrupted" in json.loads(history[-2].content)["error"]
     assert history[-1].content == "next task"
     assert [m.seq for m in history] == list(range(1, len(history) + 1))
+
+
+async def test_a_followup_to_another_users_child_is_not_found_even_while_it_runs(pool: Pool) -> None:
+    """The owner is checked before the child is locked: a foreign child locked right now by
+    its worker must answer "not found", never "still running"."""
+    _, (eid,) = await delegating_parent(uows(pool), ["first"])
+    child = (await execution(uows(pool), eid))["child_session_id"]
+    stranger = await running_session(uows(pool), user="bob")
+    followup = {"id": "poke", "name": "delegate_followup",
+                "arguments": {"child_session_id": str(child), "task": "tell me"}}
+    await record(uows(pool), stranger, lambda seq: [assistant(seq, [followup])])
+    state = await store.read_state(uows(pool), stranger)
+    assert state is not None
+    async with pool.acquire() as worker, worker.transaction():  # the child's worker holds its row
+        await worker.execute("SELECT 1 FROM sessions WHERE session_id = $1 FOR UPDATE", child)
+        assert (await Delegator(uows(pool), AgentRegistry.load(), 3600.0)(state, [followup])).keep_going
+    history = (await store.read_state(uows(pool), stranger)).messages  # type: ignore[union-attr]
+    assert json.loads(history[-1].content)["error"] == f"session {child} not found"

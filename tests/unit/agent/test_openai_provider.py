@@ -10,6 +10,7 @@ from typing import Any
 import httpx
 import pytest
 from muster_agent.models import ModelError, ModelRequest, build_model
+from muster_agent.models.endpoint import NamingEndpoint
 from muster_agent.models.openai_provider import OpenAIModel
 from muster_agent.tools import tool_schemas
 from muster_contracts.tool_arguments import parsed_arguments
@@ -164,7 +165,9 @@ async def test_configuration_from_env_and_lazy_client(monkeypatch: pytest.Monkey
     monkeypatch.setenv("MUSTER_OPENAI_BASE_URL", BASE)
     monkeypatch.setenv("MUSTER_OPENAI_MODEL", "env-model")
     monkeypatch.setenv("OPENAI_API_KEY", "sk-fallback-key")
-    provider = build_model("openai")
+    wrapped = build_model("openai")
+    assert isinstance(wrapped, NamingEndpoint) and wrapped.endpoint == BASE  # failures name it
+    provider = wrapped.inner
     assert isinstance(provider, OpenAIModel)
     assert provider._client is None  # nothing built, no key checked, until the first call
 

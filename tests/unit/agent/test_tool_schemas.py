@@ -69,3 +69,12 @@ def test_returned_schemas_are_independent_copies() -> None:
     first = tool_schemas(["read_file"])
     first[0]["function"]["parameters"]["required"].append("mutated")
     assert tool_schemas(["read_file"])[0]["function"]["parameters"]["required"] == ["path"]
+
+
+def test_delegate_enumerates_the_agent_types_it_is_given() -> None:
+    (delegate,) = tool_schemas(["delegate"], ("coder", "reviewer"))
+    assert delegate["function"]["parameters"]["properties"]["agent_type"]["enum"] == ["coder", "reviewer"]
+    (plain,) = tool_schemas(["delegate"])
+    assert "enum" not in plain["function"]["parameters"]["properties"]["agent_type"]
+    (followup,) = tool_schemas(["delegate_followup"], ("coder",))
+    assert "enum" not in str(followup)

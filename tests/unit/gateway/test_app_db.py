@@ -14,6 +14,7 @@ import pytest
 from fastapi.testclient import TestClient
 from muster_contracts.events import (
     DomainEvent,
+    ExecutionDelivered,
     ExecutionFinished,
     ExecutionStarted,
     MessageRecorded,
@@ -174,22 +175,28 @@ async def test_rest_sessions_and_messages(client: TestClient, pool: Pool) -> Non
 async def test_rest_executions(client: TestClient, pool: Pool) -> None:
     with client.websocket_connect("/v1/ws?token=ta") as ws:
         parent = send(ws, {"type": "create_session", "data": {}})["data"]["sessionId"]
-    child, execution, start = uuid4(), uuid4(), uuid4()
+    child, execution, start, asked, answered = uuid4(), uuid4(), uuid4(), uuid4(), uuid4()
     deadline = datetime.now(UTC) + timedelta(hours=1)
     await append(pool, str(execution), ExecutionStarted(
         execution_id=execution, parent_session_id=UUID(parent), parent_tool_call_id="call_1",
-        parent_message_id=uuid4(), child_session_id=child, user_id="alice",
+        parent_message_id=asked, child_session_id=child, user_id="alice",
         agent_type="coder", invocation_type="DELEGATE", task="do it", round=1,
         start_message_id=start, deadline_at=deadline,
     ), ExecutionFinished(status="COMPLETED", result="done", rounds=2, tool_calls=1,
                          usage=TokenUsage(prompt_tokens=10, completion_tokens=5)))
+    (pending,) = client.get(f"/v1/sessions/{parent}/executions", headers=ALICE).json()["items"]
+    assert (pending["deliveredAt"], pending["parentMessageId"], pending["toolMessageId"]) == (
+        None, str(asked), None)
+    await append(pool, str(execution), ExecutionDelivered(delivery_status="DELIVERED", tool_message_id=answered))
     items = client.get(f"/v1/sessions/{parent}/executions", headers=ALICE).json()["items"]
     assert len(items) == 1
     item = items[0]
     assert (item["executionId"], item["childSessionId"], item["parentToolCallId"]) == (
         str(execution), str(child), "call_1")
     assert (item["status"], item["deliveryStatus"], item["invocationType"]) == (
-        "COMPLETED", "PENDING", "DELEGATE")
+        "COMPLETED", "DELIVERED", "DELEGATE")
+    assert (item["parentMessageId"], item["toolMessageId"]) == (str(asked), str(answered))
+    assert item["endedAt"] <= item["deliveredAt"] and item["deliveredAt"].endswith("Z")
     assert item["usage"] == {"promptTokens": 10, "completionTokens": 5, "totalTokens": 15}
     assert item["endedAt"].endswith("Z") and item["rounds"] == 2 and item["toolCalls"] == 1
     assert "error" not in item

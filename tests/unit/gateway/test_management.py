@@ -136,7 +136,9 @@ async def test_promotion_makes_an_idle_side_task_the_root_of_its_subtree(store: 
     await refused(lambda: management.promote(store.uow, USER, str(main)), "conflict")
 
 
-@pytest.mark.parametrize("phase", ["RUNNING", "RESUMING", "CANCELLING", "WAITING_APPROVAL", "WAITING_INPUT"])
+@pytest.mark.parametrize(
+    "phase", ["RUNNING", "RESUMING", "CANCELLING", "WAITING_APPROVAL", "WAITING_INPUT", "WAITING_CLIENT"]
+)
 async def test_a_busy_side_task_is_not_promoted(store: MemoryStore, phase: ev.Phase) -> None:
     side = await side_task(store, await session(store), phase=phase)
     await refused(lambda: management.promote(store.uow, USER, str(side)), "conflict")

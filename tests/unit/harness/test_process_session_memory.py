@@ -41,8 +41,12 @@ class Recorder:
 
     def __init__(self) -> None:
         self.seen: list[list[str]] = []
+        self.titled: list[str] = []  # the first messages it was asked to title
 
     async def complete(self, request: ModelRequest) -> ModelReply:
+        if request.purpose == "title":
+            self.titled.append(request.messages[-1]["content"])
+            return ModelReply(content="A title", tool_calls=(), usage=Usage())
         self.seen.append([m["content"] for m in request.messages if m["role"] == "user"])
         return ModelReply(content="done", tool_calls=(), usage=Usage())
 
@@ -65,6 +69,7 @@ async def test_a_running_turn_is_claimed_once_and_its_loop_starts_from_the_claim
     assert [m.content for m in starts[0].messages] == ["the task"]
     assert world.model.seen == [["the task"]]
     assert (await world.state(sid)).phase == "COMPLETED"
+    assert world.model.titled == []  # a resumed turn names nothing
 
 
 async def test_an_idle_session_with_queued_input_starts_its_turn_under_its_lock(
@@ -82,6 +87,10 @@ async def test_an_idle_session_with_queued_input_starts_its_turn_under_its_lock(
     starts = await run_started(runners, monkeypatch)
     assert starts == [state]  # the turn's state as the claim started it, not a load of its own
     assert world.model.seen == [["first", "second"]]
+    # The session had no title: the turn started names it, recorded as a settings change.
+    assert world.model.titled == ["second"]
+    async with world.store.uow() as uow:
+        assert (await uow.session(sid)).title == "A title"  # type: ignore[union-attr]
 
 
 async def run_started(runners: Runners, monkeypatch: pytest.MonkeyPatch) -> list[SessionState | None]:

@@ -12,6 +12,7 @@ from muster_launcher.tokens import (
     effective_tokens,
     format_tokens_file,
     load_tokens,
+    new_token,
     parse_tokens,
     parse_tokens_file,
 )
@@ -79,3 +80,9 @@ def test_default_client_token(tmp_path: Path) -> None:
     effective_tokens(tmp_path, {"MUSTER_TOKENS": "tok-a=alice"})
     assert default_client_token(tmp_path, {}) == "tok-a"
     assert default_client_token(tmp_path, {"MUSTER_TOKEN": "explicit"}) == "explicit"
+
+
+def test_a_generated_token_never_starts_with_a_dash() -> None:
+    drawn = iter(["-6js2first", "--again", "ok-token"])
+    assert new_token(lambda _n: next(drawn)) == "ok-token"
+    assert not any(new_token().startswith("-") for _ in range(500))

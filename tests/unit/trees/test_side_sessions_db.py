@@ -25,7 +25,7 @@ async def test_none_mode_has_no_source_text(pool: Pool) -> None:
     assert (row["session_type"], row["parent_session_id"], row["root_session_id"]) == ("SIDE_TASK", main, main)
     assert row["context_mode"] == "none" and row["message_count"] == 0
     sent = await context(pool, sid)
-    assert len(sent) == 1 and "question" not in sent[0]["content"]
+    assert len(sent) == 1 and "question 1 " not in sent[0]["content"] and "answer 2" not in sent[0]["content"]
     kinds = [r["type"] for r in await pool.fetch(
         "SELECT type FROM events WHERE stream_id = $1 ORDER BY position", str(main))]
     assert kinds[-1] == "SideSessionCreated"

@@ -36,6 +36,9 @@ def build_model(name: str, settings: Settings | None = None) -> ModelProvider:
     if kind == "script":
         return ScriptedModel(settings.script_summary_delay_ms)
     # Imported here so processes on the scripted model never load the OpenAI SDK.
+    from muster_agent.models.endpoint import NamingEndpoint, public_url
     from muster_agent.models.openai_provider import OpenAIModel
 
-    return OpenAIModel.from_settings(settings)
+    retries = settings.model_max_retries
+    model = OpenAIModel.from_settings(settings, max_retries=retries)
+    return NamingEndpoint(model, public_url(settings.openai_base_url), retries)

@@ -75,7 +75,8 @@ class ModelRequest:
     messages: list[dict[str, Any]]
     tools: list[dict[str, Any]]
     # "turn": the next step of the conversation; "summary": summarise the messages given
-    # (compaction), whose answer becomes the summary, never a message.
+    # (compaction), whose answer becomes the summary, never a message; "title": name the
+    # conversation its user message starts (`titles`), whose answer becomes its title.
     purpose: str = "turn"
 
 

@@ -97,6 +97,9 @@ class ScriptedModel:
             if self._summary_delay_s:
                 await asyncio.sleep(self._summary_delay_s)
             return _summary(messages)
+        if request.purpose == "title":  # a session's title: the first line of its first message
+            first = next((m for m in messages if m.get("role") == "user"), {})
+            return ModelReply(message_text(first.get("content")), (), Usage())
         user_index = next(
             (i for i in range(len(messages) - 1, -1, -1) if messages[i].get("role") == "user"),
             None,

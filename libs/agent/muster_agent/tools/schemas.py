@@ -73,18 +73,33 @@ ALL_TOOL_NAMES: frozenset[str] = (
 )
 
 
-def tool_schemas(allowed: Iterable[str]) -> list[dict[str, Any]]:
+def tool_schemas(allowed: Iterable[str], agent_types: Iterable[str] = ()) -> list[dict[str, Any]]:
     """The schemas of the `allowed` tools, in the fixed order of `ALL_ARGUMENTS`. An unknown
     name is a configuration mistake (a typo in an agent definition) and raises ValueError.
-    Copies: callers may mutate what they send, never the shared table. Each agent's set is
-    encoded once and decoded per model call, several times cheaper than a deep copy."""
-    copied: list[dict[str, Any]] = decode_json(_encoded(frozenset(allowed)))
+    `agent_types` (the registry's, `AgentDefinition.delegate_types`) become the `enum` of
+    `delegate`'s `agent_type`. Copies: callers may mutate what they send, never the shared
+    table. Each agent's set is encoded once and decoded per model call, several times
+    cheaper than a deep copy."""
+    copied: list[dict[str, Any]] = decode_json(_encoded(frozenset(allowed), tuple(agent_types)))
     return copied
 
 
 @functools.cache
-def _encoded(wanted: frozenset[str]) -> bytes:
+def _encoded(wanted: frozenset[str], agent_types: tuple[str, ...]) -> bytes:
     unknown = wanted - set(_SCHEMAS)
     if unknown:
         raise ValueError(f"unknown tool name(s): {', '.join(sorted(unknown))}")
-    return json_bytes([schema for name, schema in _SCHEMAS.items() if name in wanted])
+    schemas = [schema for name, schema in _SCHEMAS.items() if name in wanted]
+    if agent_types:
+        schemas = [_enumerated(schema, agent_types) if schema["function"]["name"] == "delegate" else schema
+                   for schema in schemas]
+    return json_bytes(schemas)
+
+
+def _enumerated(schema: dict[str, Any], agent_types: tuple[str, ...]) -> dict[str, Any]:
+    """`delegate`'s schema with its `agent_type` limited to the registry's agent types."""
+    parameters = schema["function"]["parameters"]
+    agent_type = {**parameters["properties"]["agent_type"], "enum": list(agent_types)}
+    properties = {**parameters["properties"], "agent_type": agent_type}
+    function = {**schema["function"], "parameters": {**parameters, "properties": properties}}
+    return {**schema, "function": function}

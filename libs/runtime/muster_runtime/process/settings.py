@@ -117,6 +117,13 @@ class Settings(BaseSettings):
     # server may set its own `timeout_s`), and the time a server has to start and list its tools.
     mcp_call_timeout_s: float = Field(60.0, gt=0, validation_alias=_var("MUSTER_MCP_CALL_TIMEOUT_S"))
     mcp_start_timeout_s: float = Field(20.0, gt=0, validation_alias=_var("MUSTER_MCP_START_TIMEOUT_S"))
+    # How many times a model call answered 429 or 5xx (or timed out, or could not connect)
+    # is retried, each after the server's Retry-After (else an exponential backoff), before
+    # the turn fails naming the endpoint.
+    model_max_retries: int = Field(3, ge=0, le=20, validation_alias=_var("MUSTER_MODEL_MAX_RETRIES"))
+    # The tokens (prompt + completion, as reported) a session's model calls may spend in
+    # all; a turn that finds them spent ends FAILED. 0: no budget (the default).
+    session_token_budget: int = Field(0, ge=0, validation_alias=_var("MUSTER_SESSION_TOKEN_BUDGET"))
 
     # --- Kafka
     # Every fetch from the local broker costs it work per partition asked for (ADR 0026);

@@ -137,7 +137,7 @@ def _project_execution(tables: Tables, execution_id: UUID, stored: StoredEvent) 
             "status": "RUNNING", "delivery_status": "PENDING", "result": None, "error": None,
             "final_message_id": None, "end_message_id": None, "rounds": 0, "tool_calls": 0,
             "usage": {}, "started_at": stored.recorded_at, "ended_at": None,
-            "tool_message_id": None, "recoveries": 0, "lease_expiries": 0,
+            "tool_message_id": None, "delivered_at": None, "recoveries": 0, "lease_expiries": 0,
             "version": stored.stream_version,
         }  # fmt: skip
         check_insert("executions", tables.executions.values(), started)
@@ -155,4 +155,5 @@ def _project_execution(tables: Tables, execution_id: UUID, stored: StoredEvent) 
         row["lease_expiries"] += event.reason == "lease_expired"
     elif isinstance(event, ev.ExecutionDelivered):
         row["delivery_status"], row["tool_message_id"] = event.delivery_status, event.tool_message_id
+        row["delivered_at"] = stored.recorded_at
     row["version"] = stored.stream_version

@@ -22,15 +22,9 @@ WAITING_PHASES: Final[tuple[Phase, ...]] = ("WAITING_APPROVAL", "WAITING_INPUT",
 CANCELLABLE_PHASES: Final[tuple[Phase, ...]] = (*RUNNING_PHASES, *WAITING_PHASES)
 # A turn is under way in some form: new messages queue behind it, compaction must wait.
 ACTIVE_PHASES: Final[tuple[Phase, ...]] = (*CANCELLABLE_PHASES, "CANCELLING")
-# A side task in these cannot be promoted (its LOCAL client's wait does not count, as
-# before this module gathered the groups).
-BUSY_PHASES: Final[tuple[Phase, ...]] = (
-    "RUNNING",
-    "RESUMING",
-    "CANCELLING",
-    "WAITING_APPROVAL",
-    "WAITING_INPUT",
-)
+# A side task in these cannot be promoted: its turn runs, waits (for a person or for the
+# LOCAL client running its tool) or is being cancelled.
+BUSY_PHASES: Final[tuple[Phase, ...]] = ACTIVE_PHASES
 # The phase each kind of wait holds its session in.
 WAIT_PHASE: Final[dict[str, Phase]] = {
     "approval": "WAITING_APPROVAL",

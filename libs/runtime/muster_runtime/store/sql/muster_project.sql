@@ -164,6 +164,7 @@ BEGIN
                 ELSE u.dlv->>'delivery_status' END,
             tool_message_id = CASE WHEN u.dlv IS NULL THEN x.tool_message_id
                 ELSE (u.dlv->>'tool_message_id')::uuid END,
+            delivered_at = CASE WHEN u.dlv IS NULL THEN x.delivered_at ELSE u.dlv_at END,
             recoveries = x.recoveries + u.recoveries,
             lease_expiries = x.lease_expiries + u.expiries,
             version = u.version
@@ -175,6 +176,8 @@ BEGIN
                 (array_agg(recorded_at ORDER BY position DESC)
                     FILTER (WHERE type = 'ExecutionFinished'))[1] AS fin_at,
                 (array_agg(p ORDER BY position DESC) FILTER (WHERE type = 'ExecutionDelivered'))[1] AS dlv,
+                (array_agg(recorded_at ORDER BY position DESC)
+                    FILTER (WHERE type = 'ExecutionDelivered'))[1] AS dlv_at,
                 count(*) FILTER (WHERE type = 'ExecutionRecovering')::int AS recoveries,
                 count(*) FILTER (WHERE type = 'ExecutionRecovering'
                     AND p->>'reason' = 'lease_expired')::int AS expiries,
