@@ -39,7 +39,7 @@ KEYS: dict[str, tuple[str, ...]] = {
 }
 TWIN_NAMES = {"session_inputs": "inputs", "session_waits": "waits"}
 POSITIONS = {"position", "turn_ended_position", "read_position"}
-TIMES = {"created_at", "updated_at", "started_at", "ended_at", "queued_at", "resolved_at"}
+TIMES = {"created_at", "updated_at", "started_at", "ended_at", "queued_at", "resolved_at", "delivered_at"}
 
 
 @contextlib.contextmanager
