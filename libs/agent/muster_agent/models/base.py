@@ -7,7 +7,8 @@ conversion layer can drift between them.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Callable
+from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 
@@ -77,6 +78,9 @@ class ModelRequest:
     # "turn": the next step of the conversation; "summary": summarise the messages given
     # (compaction), whose answer becomes the summary, never a message.
     purpose: str = "turn"
+    # Told each piece of the answer's text as the model streams it (ADR 0039); a provider
+    # that cannot stream never calls it. It must not block: it only queues a preview.
+    on_text: Callable[[str], None] | None = field(default=None, compare=False, repr=False)
 
 
 class ModelProvider(Protocol):
