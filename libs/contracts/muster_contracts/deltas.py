@@ -25,11 +25,14 @@ class AssistantDelta(BaseModel):
     )
     index: int = Field(ge=0, description="Counts from 0 within one message.")
     text: str
+    at: float | None = Field(
+        None, description="When the model gave the piece (Unix seconds): for latency figures only."
+    )
 
 
-def encode_delta(session_id: str, message_id: str, index: int, text: str) -> bytes:
+def encode_delta(session_id: str, message_id: str, index: int, text: str, at: float) -> bytes:
     """The record's value; built by hand, as it is sent for every piece of every answer."""
-    body = {"sessionId": session_id, "messageId": message_id, "index": index, "text": text}
+    body = {"sessionId": session_id, "messageId": message_id, "index": index, "text": text, "at": at}
     return json.dumps(body, separators=(",", ":"), ensure_ascii=False).encode()
 
 

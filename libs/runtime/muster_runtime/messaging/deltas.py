@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from typing import Any
 
 from muster_contracts.deltas import encode_delta
@@ -33,7 +34,7 @@ class DeltaPublisher:
 
     def offer(self, session_id: str, message_id: str, index: int, text: str) -> None:
         """Queue one piece for publishing, or drop it when the buffer is full."""
-        value = encode_delta(session_id, message_id, index, text)
+        value = encode_delta(session_id, message_id, index, text, time.time())
         try:
             self._queue.put_nowait((topics.DELTAS, session_id.encode(), value, None))
         except asyncio.QueueFull:
