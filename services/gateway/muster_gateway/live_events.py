@@ -5,7 +5,8 @@ composition root for the service and by the AsyncAPI generator for the contract.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
+from typing import Any
 
 from faststream import AckPolicy
 from faststream.kafka import KafkaBroker
@@ -100,10 +101,16 @@ def subscribe_deltas(broker: KafkaBroker, settings: Settings, hub: Hub) -> None:
         **consumer_options(settings),
     )
     async def on_deltas(msg: KafkaMessage) -> None:
-        for record in records_of(msg.raw_message):
-            session_id = record.key.decode(errors="replace") if record.key else None
-            if session_id is None or not hub.is_watched(session_id) or record.timestamp < started_ms:
-                continue
-            data = decode_delta(record.value)
-            if data is not None:
-                hub.delta(session_id, data)
+        forward_deltas(records_of(msg.raw_message), hub, started_ms)
+
+
+def forward_deltas(records: Iterable[Any], hub: Hub, started_ms: float) -> None:
+    """Hand each piece of a watched session to the hub, in order; a record older than
+    `started_ms` (Kafka timestamp, ms) is an old one replayed to a new group: skipped."""
+    for record in records:
+        session_id = record.key.decode(errors="replace") if record.key else None
+        if session_id is None or not hub.is_watched(session_id) or record.timestamp < started_ms:
+            continue
+        data = decode_delta(record.value)
+        if data is not None:
+            hub.delta(session_id, data)
