@@ -35,7 +35,9 @@ def assistant_messages(client: Client, session_id: str) -> list[Frame]:
 def assert_before_the_message(client: Client, session_id: str) -> dict[str, Any]:
     """Every piece of the answer precedes its durable message on this socket; the
     message, seen once, is returned."""
-    (message,) = assistant_messages(client, session_id)
+    *_, message = assistant_messages(client, session_id)
+    same = [m for m in assistant_messages(client, session_id) if m["data"]["messageId"] == message["data"]["messageId"]]
+    assert same == [message]
     timeline = client.conn.log.timeline[session_id]
     at = timeline.index(message)
     after = [f for f in timeline[at:] if f["type"] == "assistant_delta"]
@@ -60,6 +62,8 @@ async def test_deltas_reach_two_sockets_in_order_before_the_message(
         await other.wait_phase(sid)
         for client in (alice, other):
             message = assert_before_the_message(client, sid)
+            assert len(assistant_messages(client, sid)) == 1
+            assert len(assistant_messages(client, sid)) == 1
             pieces = deltas(client, sid)
             assert [p["index"] for p in pieces] == list(range(len(pieces)))
             assert "".join(p["text"] for p in pieces) == ANSWER == message["content"]
@@ -86,6 +90,7 @@ async def test_a_reconnect_mid_answer_gets_the_message_once_and_no_old_deltas(cl
         await again.ack("subscribe", sid, {"afterPosition": last_position})
         await again.wait_phase(sid)
         message = assert_before_the_message(again, sid)
+        assert len(assistant_messages(again, sid)) == 1  # the final message, once
         assert message["content"] == ANSWER
         pieces = deltas(again, sid)
         # Only pieces streamed after the reconnect: none replayed.
@@ -137,6 +142,7 @@ async def test_a_harness_killed_mid_stream_leaves_no_partial_message(
     assert await alice.wait_phase(sid, timeout=90) == "COMPLETED"
     message = assert_before_the_message(alice, sid)
     assert message["content"] == ANSWER
+    assert len(assistant_messages(alice, sid)) == 1
     history = await alice_rest.messages(sid, includeDiscarded=1)
     assert [(m["role"], m["content"]) for m in history][1:] == [("ASSISTANT", ANSWER)]
     # The takeover called the model again: its pieces preview the message recorded; those
@@ -154,3 +160,27 @@ async def test_a_harness_killed_mid_stream_leaves_no_partial_message(
     finally:
         await conn.close()
     assert recorded == 1
+
+
+async def test_a_subagent_streams_through_the_worker(cluster, alice: Client, alice_rest: Rest) -> None:
+    child_answer = "The child streams its answer too."
+    # The child's first step gives the test time to subscribe to the child's session.
+    child_task = script(
+        {"tool_calls": [{"name": "list_files", "arguments": {}}], "delay_ms": 1500},
+        {"content": child_answer, "stream": {"chunk": 3, "delay_ms": 20}},
+    )
+    sid = await new_session(alice)
+    await alice.ack("send_message", sid, {"content": script(
+        {"tool_calls": [{"name": "delegate", "arguments": {"agent_type": "coder", "task": child_task}}]},
+        {"content": "parent done"},
+    )})
+    await alice.wait_for(lambda: any(e["type"] == "subagent_session_created" for e in alice.events[sid]), 30)
+    (child,) = [e["data"]["childSessionId"] for e in alice.events[sid] if e["type"] == "subagent_session_created"]
+    await alice.ack("subscribe", child, {"afterPosition": 0})
+    assert await alice.wait_phase(sid, timeout=60) == "COMPLETED"
+    await alice.wait_phase(child)
+    message = assert_before_the_message(alice, child)
+    assert message["content"] == child_answer
+    assert len(assistant_messages(alice, child)) == 2
+    pieces = [p for p in deltas(alice, child) if p["messageId"] == message["messageId"]]
+    assert "".join(p["text"] for p in pieces) == child_answer
