@@ -7,8 +7,11 @@ streaming costs.
   model's first piece of a `"stream"` step; the loop stamps it `at` on the `muster.deltas`
   record) to the first `assistant_delta` on the client's socket. The bench reads the stamp
   from its own consumer of `muster.deltas`; both clocks are this machine's.
-- **Throughput at C=16** with and without streaming, in the same run, alternating: the same
-  40-character answer, streamed in 10 pieces 5 ms apart, or given whole after the same 45 ms.
+- **Throughput at C=16** with and without streaming, in the same run, alternating passes:
+  the same 40-character answer given whole after 45 ms (`plain`); streamed in 10 pieces
+  5 ms apart (`streamed`: ten timers instead of one, which a loaded event loop overshoots
+  ten times); and the 10 pieces at once after the same 45 ms (`burst`: the model's timing
+  of `plain`, so the difference is the cost of publishing and forwarding the pieces).
 """
 
 from __future__ import annotations
@@ -32,8 +35,8 @@ CHUNK, PIECE_MS = 4, 5
 PIECES = len(ANSWER) // CHUNK
 
 
-def streamed_script(delay_ms: int) -> str:
-    step = {"content": ANSWER, "stream": {"chunk": CHUNK, "delay_ms": delay_ms}}
+def streamed_script(delay_ms: int, before_ms: int = 0) -> str:
+    step = {"content": ANSWER, "delay_ms": before_ms, "stream": {"chunk": CHUNK, "delay_ms": delay_ms}}
     return "#script " + json.dumps({"steps": [step]})
 
 
@@ -140,22 +143,26 @@ async def run(n: int, latency_turns: int, rounds: int) -> dict[str, Any]:
     with BenchCluster() as cluster:
         latency = await first_piece_latency(cluster, latency_turns)
         await throughput(cluster, 32, 16, plain_script(), "warm")
-        plain: list[float] = []
-        streamed: list[float] = []
+        arms = {
+            "plain": plain_script(),
+            "streamed": streamed_script(PIECE_MS),
+            "burst": streamed_script(0, (PIECES - 1) * PIECE_MS),
+        }
+        passes: dict[str, list[float]] = {arm: [] for arm in arms}
         for r in range(rounds):
-            plain.append(await throughput(cluster, n, 16, plain_script(), f"plain{r}"))
-            streamed.append(await throughput(cluster, n, 16, streamed_script(PIECE_MS), f"stream{r}"))
-    p, s = statistics.median(plain), statistics.median(streamed)
+            for arm, content in arms.items():
+                passes[arm].append(await throughput(cluster, n, 16, content, f"{arm}{r}"))
+    medians = {arm: statistics.median(values) for arm, values in passes.items()}
+    plain = medians["plain"]
     return {
         "first_piece_to_client_c1": latency,
         "throughput_c16": {
             "turns": n,
             "rounds": rounds,
-            "plain_turns_per_s": [round(x, 2) for x in plain],
-            "streamed_turns_per_s": [round(x, 2) for x in streamed],
-            "median_plain": round(p, 2),
-            "median_streamed": round(s, 2),
-            "streaming_cost_pct": round((p - s) / p * 100, 1),
+            **{f"{arm}_turns_per_s": [round(x, 2) for x in values] for arm, values in passes.items()},
+            **{f"median_{arm}": round(m, 2) for arm, m in medians.items()},
+            "streamed_cost_pct": round((plain - medians["streamed"]) / plain * 100, 1),
+            "burst_cost_pct": round((plain - medians["burst"]) / plain * 100, 1),
         },
     }
 
