@@ -28,6 +28,7 @@ import websockets
 from aiokafka import AIOKafkaConsumer
 
 from bench.cluster import BenchCluster
+from bench.cpu import snapshot, window
 from bench.workload import TERMINAL, percentile
 
 ANSWER = "Streaming answers arrive piece by piece.."  # 40 characters
@@ -123,7 +124,11 @@ async def first_piece_latency(cluster: BenchCluster, turns: int) -> dict[str, An
     }
 
 
-async def throughput(cluster: BenchCluster, n: int, c: int, content: str, label: str) -> float:
+async def throughput(
+    cluster: BenchCluster, n: int, c: int, content: str, label: str, cpu: list[dict[str, float]] | None = None
+) -> float:
+    """Turns per second; with `cpu`, the cluster's CPU ms per turn by role appended to it
+    (steadier than throughput on a shared machine)."""
     queue: asyncio.Queue[int] = asyncio.Queue()
     for i in range(n):
         queue.put_nowait(i)
@@ -134,9 +139,14 @@ async def throughput(cluster: BenchCluster, n: int, c: int, content: str, label:
                 i = queue.get_nowait()
                 await one_turn(ws, content, f"{label}-{i}")
 
+    before = snapshot(cluster)
     started = time.perf_counter()
     await asyncio.gather(*(client() for _ in range(c)))
-    return n / (time.perf_counter() - started)
+    elapsed = time.perf_counter() - started
+    if cpu is not None:
+        w = window(before, snapshot(cluster))
+        cpu.append({role: 1000 * s / n for role, s in w.cpu_s.items()} | {"total": 1000 * w.total_cpu_s / n})
+    return n / elapsed
 
 
 async def run(n: int, latency_turns: int, rounds: int) -> dict[str, Any]:
@@ -149,10 +159,15 @@ async def run(n: int, latency_turns: int, rounds: int) -> dict[str, Any]:
             "burst": streamed_script(0, (PIECES - 1) * PIECE_MS),
         }
         passes: dict[str, list[float]] = {arm: [] for arm in arms}
+        cpu: dict[str, list[dict[str, float]]] = {arm: [] for arm in arms}
         for r in range(rounds):
             for arm, content in arms.items():
-                passes[arm].append(await throughput(cluster, n, 16, content, f"{arm}{r}"))
+                passes[arm].append(await throughput(cluster, n, 16, content, f"{arm}{r}", cpu[arm]))
     medians = {arm: statistics.median(values) for arm, values in passes.items()}
+    cpu_ms = {
+        arm: {role: round(statistics.median(p[role] for p in per), 2) for role in per[0]}
+        for arm, per in cpu.items()
+    }
     plain = medians["plain"]
     return {
         "first_piece_to_client_c1": latency,
@@ -163,6 +178,11 @@ async def run(n: int, latency_turns: int, rounds: int) -> dict[str, Any]:
             **{f"median_{arm}": round(m, 2) for arm, m in medians.items()},
             "streamed_cost_pct": round((plain - medians["streamed"]) / plain * 100, 1),
             "burst_cost_pct": round((plain - medians["burst"]) / plain * 100, 1),
+            "cpu_ms_per_turn_median": cpu_ms,
+            "cpu_cost_pct": {
+                arm: round((cpu_ms[arm]["total"] - cpu_ms["plain"]["total"]) / cpu_ms["plain"]["total"] * 100, 1)
+                for arm in ("streamed", "burst")
+            },
         },
     }
 
