@@ -65,3 +65,26 @@ async def test_chat_cli_starts_a_forked_side_task(cluster: Launcher) -> None:
         body = (await http.get(f"/v1/sessions/{side}/context")).json()
     users = [m["content"] for m in body["messages"] if m["role"] == "user"]
     assert users == ["the main question", "a side question"]
+
+
+async def test_chat_cli_prints_the_answer_as_it_streams(cluster: Launcher) -> None:
+    answer = "streamed to the terminal piece by piece"
+    message = script({"content": answer, "stream": {"chunk": 3, "delay_ms": 100}})
+    proc = await asyncio.create_subprocess_exec(
+        str(MUSTER), "chat", "--url", cluster.gateway_url, "--token", cluster.tokens["alice"], message,
+        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT,
+    )
+    assert proc.stdout is not None
+    seen = b""
+    async with asyncio.timeout(60):
+        while b"assistant: " not in seen:
+            piece = await proc.stdout.read(64)
+            assert piece, seen
+            seen += piece
+        # The first pieces are on screen while the model is still streaming the rest.
+        assert answer.encode() not in seen.split(b"assistant: ", 1)[1]
+        rest, _ = await proc.communicate()
+    text = (seen + rest).decode()
+    assert proc.returncode == 0, text
+    # Once in the echoed script, once streamed: the durable message does not repeat it.
+    assert text.count(answer) == 2 and f"assistant: {answer}\n" in text and "COMPLETED" in text

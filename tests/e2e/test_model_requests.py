@@ -38,6 +38,15 @@ async def test_each_request_repeats_the_last_one_then_adds_the_new_messages(laun
         try:
             session_id = await client.run_turn("write a.txt, then read it")
             assert client.phases(session_id)[-1] == "COMPLETED"
+            # The server streamed each answer (ADR 0039): its text reached the socket in
+            # pieces, ahead of the durable message that holds it whole.
+            answers = [e["data"] for e in client.events[session_id]
+                       if e["type"] == "message" and e["data"]["role"] == "ASSISTANT" and e["data"]["content"]]
+            pieces = client.conn.log.deltas[session_id]
+            assert [a["content"] for a in answers] == ["reading", "done ✓"]
+            for answer in answers:
+                mine = [p["data"] for p in pieces if p["data"]["messageId"] == answer["messageId"]]
+                assert len(mine) == 2 and "".join(p["text"] for p in mine) == answer["content"]
         finally:
             await client.close()
         requests = server.requests()

@@ -13,7 +13,7 @@ import logging
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 from uuid import UUID, uuid4
 
 import asyncpg
@@ -51,6 +51,14 @@ QuietCloseHook = Callable[
     [AbstractUnitOfWork, SessionState, list[ev.DomainEvent], ev.SessionPhaseChanged], Awaitable[bool]
 ]
 
+
+class Deltas(Protocol):
+    """Where the pieces of a streamed answer go (`muster_runtime.messaging.deltas`): never
+    blocks, may drop (ADR 0039)."""
+
+    def offer(self, session_id: str, message_id: str, index: int, text: str) -> None: ...
+
+
 TRANSIENT = (eventstore.ConcurrencyError, asyncpg.DeadlockDetectedError, asyncpg.SerializationError)
 
 
@@ -74,6 +82,8 @@ class LoopDeps:
     commands: CommandPolicy = field(default_factory=CommandPolicy)
     # The tokens a session's model calls may spend in all (MUSTER_SESSION_TOKEN_BUDGET); 0: no limit.
     token_budget: int = 0
+    # Answer previews, published as the model streams (None: nothing is published).
+    deltas: Deltas | None = None
 
 
 def command_policy(settings: Any) -> CommandPolicy:
@@ -181,18 +191,36 @@ async def step(deps: LoopDeps, state: SessionState | None) -> Step:
         if tried:
             state, messages = compacted, model_messages(agent, compacted)
     tools = agent.tools_for(state.session_type)
+    # Decided before the call: the streamed pieces name the message they preview.
+    message_id = uuid4()
     request = ModelRequest(
         session_id=str(state.session_id),
         model=state.model_id or agent.model,
         messages=messages,
         tools=tool_schemas(tools, agent.delegate_types) + (await deps.mcp.schemas(agent) if deps.mcp else []),
+        on_text=_previews(deps.deltas, str(state.session_id), str(message_id)),
     )
     try:
         with tracing.span("model call", {"muster.model": request.model}):
             reply = await deps.model.complete(request)
     except ModelError as exc:
         return await _close_turn(deps, state, [], failure=str(exc))
-    return await _record_reply(deps, state, reply)
+    return await _record_reply(deps, state, reply, message_id)
+
+
+def _previews(deltas: Deltas | None, session_id: str, message_id: str) -> Callable[[str], None] | None:
+    """The model's text callback: each non-empty piece offered as the next delta."""
+    if deltas is None:
+        return None
+    count = 0
+
+    def on_text(text: str) -> None:
+        nonlocal count
+        if text:
+            deltas.offer(session_id, message_id, count, text)
+            count += 1
+
+    return on_text
 
 
 async def _resume(deps: LoopDeps, state: SessionState, tail: list[StoredMessage]) -> Step:
@@ -222,12 +250,11 @@ def _rounds_this_turn(state: SessionState) -> int:
     return count
 
 
-async def _record_reply(deps: LoopDeps, state: SessionState, reply: ModelReply) -> Step:
+async def _record_reply(deps: LoopDeps, state: SessionState, reply: ModelReply, message_id: UUID) -> Step:
     calls = [ev.ToolCallSpec(id=c.id, name=c.name, arguments=c.arguments) for c in reply.tool_calls]
     usage = ev.TokenUsage(
         prompt_tokens=reply.usage.prompt_tokens, completion_tokens=reply.usage.completion_tokens
     )
-    message_id = uuid4()
 
     def answer(seq: int) -> ev.MessageRecorded:
         return ev.MessageRecorded(

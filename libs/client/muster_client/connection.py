@@ -120,18 +120,20 @@ class Connection(Transport):
             self._resume[session_id] = max(self._resume.get(session_id, 0), ack["position"])
         return ack
 
-    async def stream(self, session_id: str) -> AsyncIterator[Frame]:
-        """Every event of the session held or still to come, in arrival order; ends when
-        the connection is gone for good."""
+    async def stream(self, session_id: str, *, deltas: bool = False) -> AsyncIterator[Frame]:
+        """Every event of the session held or still to come, in arrival order (with
+        `deltas`, the `assistant_delta` previews among them); ends when the connection is
+        gone for good."""
+        frames = self.log.timeline if deltas else self.log.events
         index = 0
         while True:
-            events = self.log.events[session_id]
-            while index < len(events):
+            held = frames[session_id]
+            while index < len(held):
                 index += 1
-                yield events[index - 1]
+                yield held[index - 1]
             if self.finished:
                 return
-            await self.wait_for(functools.partial(self._beyond, session_id, index), None)
+            await self.wait_for(functools.partial(self._beyond, frames, session_id, index), None)
 
-    def _beyond(self, session_id: str, count: int) -> bool:
-        return len(self.log.events[session_id]) > count or self.finished
+    def _beyond(self, frames: dict[str, list[Frame]], session_id: str, count: int) -> bool:
+        return len(frames[session_id]) > count or self.finished

@@ -22,6 +22,15 @@ class EventLog:
         self.seen: dict[str, set[int]] = defaultdict(set)
         self.duplicates: list[tuple[str, int]] = []
         self.reordered: list[tuple[str, int]] = []
+        # `assistant_delta` frames (no position: never stored, never replayed) per session,
+        # and every frame of a session, events and deltas, in the order they arrived.
+        self.deltas: dict[str, list[Frame]] = defaultdict(list)
+        self.timeline: dict[str, list[Frame]] = defaultdict(list)
+
+    def add_delta(self, frame: Frame) -> None:
+        session_id = str(frame["sessionId"])
+        self.deltas[session_id].append(frame)
+        self.timeline[session_id].append(frame)
 
     def add(self, frame: Frame) -> bool:
         """Record one event; False when its position was seen before."""
@@ -30,11 +39,13 @@ class EventLog:
             self.duplicates.append((session_id, position))
             if self.keep_duplicates:
                 self.events[session_id].append(frame)
+                self.timeline[session_id].append(frame)
             return False
         if position < self.last_pos.get(session_id, 0):
             self.reordered.append((session_id, position))
         self.seen[session_id].add(position)
         self.events[session_id].append(frame)
+        self.timeline[session_id].append(frame)
         self.last_pos[session_id] = max(position, self.last_pos.get(session_id, 0))
         return True
 

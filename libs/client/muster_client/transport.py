@@ -2,9 +2,10 @@
 every frame and route it, fail the requests a drop leaves without a reply.
 
 Replies (`ack`, `error`, `pong`) resolve the request waiting on their `id`; session events
-go to the `EventLog`; anything else goes to the `on_frame` hook (a LOCAL client's
-`tool_request`) or else to `unmatched`. After each open, `_opened` runs (the `Connection`
-says `hello` and subscribes again there) before the transport counts as ready.
+and `assistant_delta` previews go to the `EventLog`; anything else goes to the `on_frame`
+hook (a LOCAL client's `tool_request`) or else to `unmatched`. After each open, `_opened`
+runs (the `Connection` says `hello` and subscribes again there) before the transport counts
+as ready.
 """
 
 from __future__ import annotations
@@ -173,6 +174,8 @@ class Transport:
             self.log.add(frame)
             session_id = str(frame["sessionId"])
             self._resume[session_id] = max(self._resume.get(session_id, 0), int(frame["position"]))
+        elif frame.get("type") == "assistant_delta" and isinstance(frame.get("sessionId"), str):
+            self.log.add_delta(frame)
         elif self.on_frame is None or not self.on_frame(frame):
             self.unmatched.append(frame)
         await self._notify()

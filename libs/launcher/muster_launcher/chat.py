@@ -18,7 +18,7 @@ from websockets.exceptions import WebSocketException
 from .local_journal import RequestJournal, default_path
 from .local_tools import LocalTools
 
-__all__ = ["TERMINAL", "chat", "render", "run_chat", "ws_url"]
+__all__ = ["TERMINAL", "Streamed", "chat", "render", "run_chat", "ws_url"]
 
 TERMINAL = {"COMPLETED": 0, "FAILED": 1, "CANCELLED": 1}
 _MAX_SHOWN = 2000
@@ -89,6 +89,47 @@ class _Turn:
         return None
 
 
+class Streamed:
+    """Prints an answer as it streams (`assistant_delta`), then its durable `message`
+    without repeating the text already shown; when pieces were missed (deltas are only a
+    preview), the message's whole text is shown instead."""
+
+    def __init__(self, write: Callable[[str], None] | None = None) -> None:
+        self._write = write or _stdout
+        self._shown: dict[str, str] = {}  # messageId -> text printed so far
+        self._open: str | None = None  # a message whose line is not finished
+
+    def delta(self, frame: Frame) -> None:
+        data = frame.get("data") or {}
+        message_id, text = str(data.get("messageId")), str(data.get("text", ""))
+        if message_id not in self._shown:
+            self._end_line()
+            self._shown[message_id] = ""
+            self._write("assistant: ")
+        self._open = message_id
+        self._shown[message_id] += text
+        self._write(text)
+
+    def lines(self, event: dict[str, Any]) -> list[str]:
+        """What to print for one server event, given what was streamed."""
+        data = event.get("data") or {}
+        shown = self._shown.pop(str(data.get("messageId")), None) if event.get("type") == "message" else None
+        self._end_line()
+        lines = render(event)
+        if shown is not None and shown == (data.get("content") or "") and lines and shown:
+            lines = lines[1:]  # the text is on screen already
+        return lines
+
+    def _end_line(self) -> None:
+        if self._open is not None:
+            self._write("\n")
+            self._open = None
+
+
+def _stdout(text: str) -> None:
+    print(text, end="", flush=True)
+
+
 Opening = tuple[str, str | None, dict[str, Any]]
 
 
@@ -117,7 +158,9 @@ def _stderr(line: str) -> None:
     print(line, file=sys.stderr, flush=True)
 
 
-async def _converse(conn: Connection, message: str, session: str | None, opening: Opening) -> int:
+async def _converse(
+    conn: Connection, message: str, session: str | None, opening: Opening, streamed: Streamed
+) -> int:
     turn = _Turn(message)
     if session:
         await conn.subscribe(session)
@@ -132,8 +175,11 @@ async def _converse(conn: Connection, message: str, session: str | None, opening
     conn.follow(session)
     turn.message_id, turn.queued = ack.get("messageId"), bool(ack.get("queued"))
     print(f"session: {session}" + (" (queued)" if turn.queued else ""), flush=True)
-    async for event in conn.stream(session):
-        for line in render(event):
+    async for event in conn.stream(session, deltas=True):
+        if event.get("type") == "assistant_delta":
+            streamed.delta(event)
+            continue
+        for line in streamed.lines(event):
             print(line, flush=True)
         if (code := turn.observe(event)) is not None:
             return code
@@ -163,10 +209,11 @@ async def chat(
     conn = Connection(base_url, token, reconnect=tools is not None, keep_duplicates=False)
     if tools is not None:
         tools.attach(conn)
+    streamed = Streamed()
     conn.on_frame = _on_frame(tools)
     try:
         await conn.start()
-        return await _converse(conn, message, session, _opening(payload, side_of, mode))
+        return await _converse(conn, message, session, _opening(payload, side_of, mode), streamed)
     finally:
         await conn.close()
         if tools is not None:

@@ -11,7 +11,7 @@ import sys
 
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 from aiokafka.errors import KafkaError, TopicAlreadyExistsError, for_code
-from muster_runtime.messaging.topics import partitions
+from muster_runtime.messaging.topics import CONFIGS, partitions
 from muster_runtime.process import retrying
 from muster_runtime.process.settings import Settings
 
@@ -45,7 +45,12 @@ async def ensure_topics(bootstrap: str, settings: Settings, within: float = 30.0
     try:
         existing = set(await admin.list_topics())
         new = [
-            NewTopic(name=name, num_partitions=count, replication_factor=replication)
+            NewTopic(
+                name=name,
+                num_partitions=count,
+                replication_factor=replication,
+                topic_configs=CONFIGS.get(name, {}),
+            )
             for name, count in wanted.items()
             if name not in existing
         ]

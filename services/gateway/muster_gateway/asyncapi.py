@@ -7,13 +7,14 @@ import functools
 from typing import Any
 
 from muster_contracts.commands import CancelSession, CompactSession, ProcessSession
+from muster_contracts.deltas import AssistantDelta
 from muster_contracts.published import RecordedEvent
 from muster_runtime.messaging import topics
 from muster_runtime.messaging.asyncapi import Contract, Flow, build_document, events_flow
 from muster_runtime.process.settings import Settings
 
 from muster_gateway.fanout import EventRow, Hub
-from muster_gateway.live_events import LIVE_EVENTS, build_broker
+from muster_gateway.live_events import DELTAS, LIVE_EVENTS, build_broker
 
 
 async def _no_reads(session_id: str, after_version: int, limit: int) -> list[EventRow]:
@@ -32,6 +33,9 @@ CONTRACT = Contract(
     build=_broker,
     # Records of streams nobody here watches are not parsed: the key says which stream.
     receives=Flow(LIVE_EVENTS, topics.EVENTS, payload=RecordedEvent, group="gateway-<instance_id>"),
+    also_receives=(
+        Flow(DELTAS, topics.DELTAS, payload=AssistantDelta, group="gateway-deltas-<instance_id>"),
+    ),
     sends=(
         Flow(
             "gateway-commands",

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections import deque
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
@@ -28,6 +29,8 @@ from typing import Any, Protocol
 from muster_gateway.frames import event_frame
 
 log = logging.getLogger("muster.gateway.fanout")
+
+RECORDED_KEPT = 16  # ASSISTANT message ids remembered per watched session
 
 
 @dataclass
@@ -72,6 +75,9 @@ class Hub:
         self._subs: dict[str, dict[Sink, Cursor]] = {}
         self._pumps: dict[str, asyncio.Task[None]] = {}
         self._dirty: set[str] = set()
+        # Per watched session, the ASSISTANT messages lately known recorded: a delta of one
+        # of them is stale (ADR 0039) and goes to nobody.
+        self._recorded: dict[str, deque[str]] = {}
 
     def is_subscribed(self, sink: Sink, session_id: str) -> bool:
         return sink in self._subs.get(session_id, {})
@@ -94,6 +100,7 @@ class Hub:
             subs.pop(sink, None)
             if not subs:
                 del self._subs[session_id]
+                self._recorded.pop(session_id, None)
 
     def drop(self, sink: Sink) -> None:
         for session_id in [sid for sid, subs in self._subs.items() if sink in subs]:
@@ -114,6 +121,7 @@ class Hub:
         subs = self._subs.get(session_id)
         if not subs:
             return
+        self._note_recorded(session_id, row)
         following = [(sink, cursor) for sink, cursor in subs.items() if cursor.version == row.version - 1]
         if following:
             self._hand_out(session_id, row, following)
@@ -153,7 +161,29 @@ class Hub:
             if len(rows) < self._batch:
                 return
 
+    def _note_recorded(self, session_id: str, row: EventRow) -> None:
+        if row.type != "MessageRecorded" or session_id not in self._subs:
+            return
+        message_id = row.payload.get("message_id")
+        if message_id is not None:
+            known = self._recorded.setdefault(session_id, deque(maxlen=RECORDED_KEPT))
+            if str(message_id) not in known:
+                known.append(str(message_id))
+
+    def delta(self, session_id: str, data: dict[str, Any]) -> None:
+        """An answer's piece as streamed (`assistant_delta`, ADR 0039): to every subscriber of
+        the session now, in arrival order; none once its message is known recorded, so a
+        piece never follows its durable message. Never stored, never replayed."""
+        subs = self._subs.get(session_id)
+        if not subs or data["messageId"] in self._recorded.get(session_id, ()):
+            return
+        frame = {"type": "assistant_delta", "sessionId": session_id, "data": data}
+        for sink in list(subs):
+            if not sink.push(frame):
+                self.drop(sink)
+
     def _hand_out(self, session_id: str, row: EventRow, eligible: list[tuple[Sink, Cursor]]) -> None:
+        self._note_recorded(session_id, row)
         frame: dict[str, Any] | None = None
         rendered = False
         pushed = 0
@@ -192,3 +222,4 @@ class Hub:
             task.cancel()
         await asyncio.gather(*pumps, return_exceptions=True)
         self._subs.clear()
+        self._recorded.clear()

@@ -4,11 +4,14 @@ composition root for the service and by the AsyncAPI generator for the contract.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import time
+from collections.abc import Callable, Iterable
+from typing import Any
 
 from faststream import AckPolicy
 from faststream.kafka import KafkaBroker
 from faststream.kafka.annotations import KafkaMessage
+from muster_contracts.deltas import decode_delta
 from muster_runtime.messaging import topics
 from muster_runtime.messaging.consuming import BATCH_OPTIONS, records_of
 from muster_runtime.messaging.kafka import consumer_options
@@ -20,6 +23,7 @@ from muster_gateway.fanout import Hub
 from muster_gateway.local_tools import LocalTools
 
 LIVE_EVENTS = "gateway-live-events"  # the subscriber's AsyncAPI title
+DELTAS = "gateway-deltas"
 TOOL_REQUESTED = b'"ToolRequested"'
 
 
@@ -73,4 +77,40 @@ def build_broker(settings: Settings, hub: Hub, local: LocalTools | None = None) 
             if local is not None and record.key and record.value and TOOL_REQUESTED in record.value:
                 local.requested(record.key.decode(errors="replace"))
 
+    subscribe_deltas(broker, settings, hub)
     return broker
+
+
+def subscribe_deltas(broker: KafkaBroker, settings: Settings, hub: Hub) -> None:
+    """Answer previews (ADR 0039), from now on: a group of its own per instance, and a
+    record older than this consumer's start is skipped — the local broker's answer to
+    "latest" is wrong, so the group starts from the earliest record it still holds."""
+    started_ms = time.time() * 1000
+
+    @broker.subscriber(  # type: ignore[untyped-decorator]
+        topics.DELTAS,
+        group_id=f"gateway-deltas-{settings.instance_id}",
+        ack_policy=AckPolicy.ACK,
+        decoder=the_message,
+        title=DELTAS,
+        description="Pieces of answers as the models stream them, keyed by session id: sent "
+        "as `assistant_delta` to the session's subscribers, in order and before the durable "
+        "message; never stored, never replayed (a piece of a message already recorded, or "
+        "older than this gateway's consumer, goes to nobody).",
+        **BATCH_OPTIONS,
+        **consumer_options(settings),
+    )
+    async def on_deltas(msg: KafkaMessage) -> None:
+        forward_deltas(records_of(msg.raw_message), hub, started_ms)
+
+
+def forward_deltas(records: Iterable[Any], hub: Hub, started_ms: float) -> None:
+    """Hand each piece of a watched session to the hub, in order; a record older than
+    `started_ms` (Kafka timestamp, ms) is an old one replayed to a new group: skipped."""
+    for record in records:
+        session_id = record.key.decode(errors="replace") if record.key else None
+        if session_id is None or not hub.is_watched(session_id) or record.timestamp < started_ms:
+            continue
+        data = decode_delta(record.value)
+        if data is not None:
+            hub.delta(session_id, data)

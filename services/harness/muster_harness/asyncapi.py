@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from faststream.kafka import KafkaBroker
 from muster_contracts.commands import RunExecution
+from muster_contracts.deltas import AssistantDelta
 from muster_runtime.messaging import topics
 from muster_runtime.messaging.asyncapi import Contract, Flow, dead_letters_flow, events_flow
 from muster_runtime.process.settings import Settings
@@ -36,6 +37,16 @@ CONTRACT = Contract(
             "One RunExecution per delegate or delegate_followup call, written in the "
             "transaction that creates the execution.",
             RunExecution,
+        ),
+        Flow(
+            "harness-deltas",
+            topics.DELTAS,
+            "Pieces of an answer as the model streams it (NORMAL and SIDE_TASK sessions), "
+            "published straight to "
+            "Kafka, fire-and-forget (never through the event store or the outbox; dropped "
+            "under load): a preview of the ASSISTANT message recorded next with the same "
+            "messageId. The topic keeps records one minute (ADR 0039).",
+            AssistantDelta,
         ),
         dead_letters_flow("harness-dead-letters", "muster.commands"),
     ),

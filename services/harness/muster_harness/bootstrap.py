@@ -17,7 +17,9 @@ from muster_agent.models import build_model
 from muster_agent.runners import Runners
 from muster_contracts.commands import SESSION_COMMANDS, AnySessionCommand, CancelSession, CompactSession
 from muster_runtime.messaging import topics
+from muster_runtime.messaging.deltas import DeltaPublisher
 from muster_runtime.messaging.edge import Edge
+from muster_runtime.messaging.local_broker import tuning
 from muster_runtime.messaging.service import make_broker, resources, subscribe_batch
 from muster_runtime.process import tracing
 from muster_runtime.process.settings import Settings
@@ -43,6 +45,9 @@ def build(settings: Settings) -> Harness:
     async def lifespan() -> AsyncIterator[None]:
         async with tracing.running("harness", settings), resources(settings, pool_size=20) as held:
             edge.producer = held.producer
+            # Answer previews go straight to Kafka, never through the store (ADR 0039).
+            deltas = DeltaPublisher(held.producer, tuning.publishers_ringer(settings))
+            held.spawn(deltas.run())
             runners = Runners(held.pool, settings.instance_id, settings.lease_ttl_s)
             agents = AgentRegistry.load(settings.agents_file)
             loop = LoopDeps(
@@ -54,6 +59,7 @@ def build(settings: Settings) -> Harness:
                 mcp=McpTools.from_settings(settings),
                 commands=command_policy(settings),
                 token_budget=settings.session_token_budget,
+                deltas=deltas,
                 delegation=Delegator(held.uow, agents, settings.execution_timeout_s),
             )
             harness.deps = HarnessDeps(loop=loop, runners=runners, lease_ttl_s=settings.lease_ttl_s)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from faststream.kafka import KafkaBroker
+from muster_contracts.deltas import AssistantDelta
 from muster_runtime.messaging import topics
 from muster_runtime.messaging.asyncapi import Contract, Flow, dead_letters_flow, events_flow
 from muster_runtime.process.settings import Settings
@@ -26,6 +27,15 @@ CONTRACT = Contract(
             "The child session loop's events and, with the child's final answer, "
             "ExecutionFinished on the execution's stream and ExecutionStatusChanged on the "
             "parent's.",
+        ),
+        Flow(
+            "subagent-worker-deltas",
+            topics.DELTAS,
+            "Pieces of an answer as the model streams it (SUBAGENT sessions), published straight to "
+            "Kafka, fire-and-forget (never through the event store or the outbox; dropped "
+            "under load): a preview of the ASSISTANT message recorded next with the same "
+            "messageId. The topic keeps records one minute (ADR 0039).",
+            AssistantDelta,
         ),
         dead_letters_flow("subagent-worker-dead-letters", "muster.delegations"),
     ),

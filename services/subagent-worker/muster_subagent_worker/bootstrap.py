@@ -17,7 +17,9 @@ from muster_agent.models import build_model
 from muster_agent.runners import Runners
 from muster_contracts.commands import DELEGATION_COMMANDS, CancelExecution, RunExecution
 from muster_runtime.messaging import topics
+from muster_runtime.messaging.deltas import DeltaPublisher
 from muster_runtime.messaging.edge import Edge
+from muster_runtime.messaging.local_broker import tuning
 from muster_runtime.messaging.service import make_broker, resources, subscribe_batch
 from muster_runtime.process import tracing
 from muster_runtime.process.settings import Settings
@@ -46,6 +48,9 @@ def build(settings: Settings) -> Worker:
             resources(settings, pool_size=settings.worker_concurrency + 4) as held,
         ):
             edge.producer = held.producer
+            # Answer previews go straight to Kafka, never through the store (ADR 0039).
+            deltas = DeltaPublisher(held.producer, tuning.publishers_ringer(settings))
+            held.spawn(deltas.run())
             runners = Runners(
                 held.pool, settings.instance_id, settings.lease_ttl_s, limit=settings.worker_concurrency
             )
@@ -58,6 +63,7 @@ def build(settings: Settings) -> Worker:
                 mcp=McpTools.from_settings(settings),
                 commands=command_policy(settings),
                 token_budget=settings.session_token_budget,
+                deltas=deltas,
                 on_close=finish_execution,
                 on_close_locks_parent=True,
             )

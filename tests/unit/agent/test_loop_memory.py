@@ -135,3 +135,27 @@ async def test_a_step_that_loses_a_race_reloads_the_state_and_decides_again(
     assert reads[:2] == [sid, sid]
     assert steps[0] is not steps[1]
     assert (await world.state(sid)).phase == "COMPLETED"
+
+
+class Previews:
+    def __init__(self) -> None:
+        self.offered: list[tuple[str, str, int, str]] = []
+
+    def offer(self, session_id: str, message_id: str, index: int, text: str) -> None:
+        self.offered.append((session_id, message_id, index, text))
+
+
+async def test_streamed_pieces_name_the_message_the_loop_then_records(tmp_path: Path) -> None:
+    world = World(tmp_path)
+    previews = Previews()
+    sid = await world.session(script({"content": "Hello world", "stream": {"chunk": 3, "delay_ms": 0}}))
+    deps = world.harness
+    deps.deltas = previews
+    from muster_agent.loop import run_until_idle
+
+    assert await run_until_idle(deps, sid) == StepOutcome.IDLE
+    answer = (await world.state(sid)).messages[-1]
+    assert answer.role == "ASSISTANT"
+    assert previews.offered == [
+        (str(sid), str(answer.message_id), i, text) for i, text in enumerate(["Hel", "lo ", "wor", "ld"])
+    ]

@@ -1,4 +1,6 @@
-"""OpenAIModel against a fake HTTP transport: no network, no key needed."""
+"""OpenAIModel against a fake HTTP transport: no network, no key needed. These answer
+with plain completions, so the adapter's streaming is off here (`stream=False`,
+MUSTER_OPENAI_STREAM=0); streamed answers are in test_openai_streaming."""
 
 from __future__ import annotations
 
@@ -45,7 +47,7 @@ class FakeServer:
 
 def model(handler: Handler, **kwargs: Any) -> OpenAIModel:
     settings: dict[str, Any] = {"model": "test-model", "base_url": BASE, "api_key": KEY,
-                                "max_retries": 0}
+                                "max_retries": 0, "stream": False}
     settings.update(kwargs)
     client = httpx.AsyncClient(transport=httpx.MockTransport(handler))
     return OpenAIModel(http_client=client, **settings)
@@ -165,6 +167,7 @@ async def test_configuration_from_env_and_lazy_client(monkeypatch: pytest.Monkey
     monkeypatch.setenv("MUSTER_OPENAI_BASE_URL", BASE)
     monkeypatch.setenv("MUSTER_OPENAI_MODEL", "env-model")
     monkeypatch.setenv("OPENAI_API_KEY", "sk-fallback-key")
+    monkeypatch.setenv("MUSTER_OPENAI_STREAM", "0")
     wrapped = build_model("openai")
     assert isinstance(wrapped, NamingEndpoint) and wrapped.endpoint == BASE  # failures name it
     provider = wrapped.inner

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import itertools
 import json
 import re
 import time
@@ -230,3 +231,49 @@ async def test_arguments_are_sent_as_written_object_in_order_string_verbatim() -
     step = {"tool_calls": [{"name": "x", "arguments": {"z": 1, "a": "é"}}, {"name": "y", "arguments": text}]}
     reply = await ScriptedModel().complete(request(user(script(step))))
     assert [c.arguments for c in reply.tool_calls] == ['{"z": 1, "a": "\\u00e9"}', text]
+
+
+async def test_a_streamed_step_tells_its_content_in_pieces_apart() -> None:
+    pieces: list[tuple[str, float]] = []
+    streamed = script({"content": "abcdefghij", "stream": {"chunk": 4, "delay_ms": 30}})
+    req = ModelRequest(
+        session_id="s1", model="script", messages=[user(streamed)], tools=[],
+        on_text=lambda text: pieces.append((text, time.monotonic())),
+    )
+    reply = await ScriptedModel().complete(req)
+    assert reply.content == "abcdefghij"
+    assert [text for text, _ in pieces] == ["abcd", "efgh", "ij"]
+    gaps = [b - a for (_, a), (_, b) in itertools.pairwise(pieces)]
+    assert all(gap >= 0.025 for gap in gaps), gaps
+    # Without a callback, or without "stream", the same answer.
+    assert (await ScriptedModel().complete(request(user(streamed)))).content == "abcdefghij"
+
+
+async def test_cancelling_a_streamed_step_stops_its_pieces() -> None:
+    pieces: list[str] = []
+    third = asyncio.Event()
+
+    def told(text: str) -> None:
+        pieces.append(text)
+        if len(pieces) == 3:
+            third.set()
+
+    streamed = script({"content": "x" * 100, "stream": {"chunk": 1, "delay_ms": 20}})
+    req = ModelRequest(session_id="s1", model="script", messages=[user(streamed)], tools=[], on_text=told)
+    task = asyncio.create_task(ScriptedModel().complete(req))
+    await asyncio.wait_for(third.wait(), 5)
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    stopped_at = len(pieces)
+    await asyncio.sleep(0.1)  # five more pieces' time: none may come
+    assert len(pieces) == stopped_at < 10
+
+
+@pytest.mark.parametrize(
+    ("stream", "error"),
+    [("fast", "stream must be a JSON object"), ({"chunk": 0}, "stream.chunk"), ({"delay_ms": -1}, "stream.delay_ms")],
+)
+async def test_an_invalid_stream_option_fails_the_step(stream: Any, error: str) -> None:
+    with pytest.raises(ModelError, match=error):
+        await ScriptedModel().complete(request(user(script({"content": "x", "stream": stream}))))

@@ -12,18 +12,25 @@ from muster_launcher import asyncapi
 EXPECTED: dict[str, dict[str, Any]] = {
     "gateway": {
         "receives": ("muster.events", "gateway-<instance_id>"),
-        "topics": {"muster.events", "muster.commands"},
-        "schemas": {"RecordedEvent", "ProcessSession", "CancelSession"},
+        "topics": {"muster.events", "muster.commands", "muster.deltas"},
+        "schemas": {"RecordedEvent", "ProcessSession", "CancelSession", "AssistantDelta"},
     },
     "harness": {
         "receives": ("muster.commands", "harness"),
-        "topics": {"muster.commands", "muster.events", "muster.delegations", "muster.dlq"},
-        "schemas": {"ProcessSession", "ResumeSession", "CancelSession", "RunExecution", "RecordedEvent"},
+        "topics": {"muster.commands", "muster.events", "muster.delegations", "muster.dlq", "muster.deltas"},
+        "schemas": {
+            "ProcessSession",
+            "ResumeSession",
+            "CancelSession",
+            "RunExecution",
+            "RecordedEvent",
+            "AssistantDelta",
+        },
     },
     "subagent-worker": {
         "receives": ("muster.delegations", "subagent-worker"),
-        "topics": {"muster.delegations", "muster.events", "muster.dlq"},
-        "schemas": {"RunExecution", "CancelExecution", "RecordedEvent", "DeadLetter"},
+        "topics": {"muster.delegations", "muster.events", "muster.dlq", "muster.deltas"},
+        "schemas": {"RunExecution", "CancelExecution", "RecordedEvent", "DeadLetter", "AssistantDelta"},
     },
     "recovery": {
         "receives": ("muster.events", "recovery"),
@@ -88,13 +95,27 @@ def test_every_reference_resolves(documents: dict[str, dict[str, Any]], service:
 def test_the_subscriber_is_the_services_own(documents: dict[str, dict[str, Any]], service: str) -> None:
     topic, group = EXPECTED[service]["receives"]
     document = documents[service]
-    (receive,) = [name for name, op in document["operations"].items() if op["action"] == "receive"]
+    (receive,) = [
+        name
+        for name, op in document["operations"].items()
+        if op["action"] == "receive" and "deltas" not in name  # the gateway's previews: below
+    ]
     assert document["channels"][receive]["address"] == topic
     group_id = document["operations"][receive]["bindings"]["kafka"]["groupId"]
     if "<" in group:
         assert group_id["pattern"] == "^gateway-.+$"
     else:
         assert group_id["enum"] == [group]
+
+
+def test_the_gateway_receives_deltas_in_a_group_of_its_own(documents: dict[str, dict[str, Any]]) -> None:
+    gateway = documents["gateway"]
+    operation = gateway["operations"]["gateway-deltas"]
+    assert operation["action"] == "receive"
+    assert gateway["channels"]["gateway-deltas"]["address"] == "muster.deltas"
+    assert operation["bindings"]["kafka"]["groupId"]["pattern"] == "^gateway-.+$"
+    delta = gateway["components"]["schemas"]["AssistantDelta"]
+    assert {"sessionId", "messageId", "index", "text"} <= set(delta["properties"])
 
 
 def test_run_execution_schema_carries_the_contract_fields(documents: dict[str, dict[str, Any]]) -> None:

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from muster_launcher.chat import _Turn, render, ws_url
+from typing import Any
+
+from muster_launcher.chat import Streamed, _Turn, render, ws_url
 
 
 def test_ws_url() -> None:
@@ -56,3 +58,27 @@ def test_render_local_tool_requests() -> None:
     assert render(sent) == ["-- LOCAL write_file requested (r1)"]
     resolved = {"type": "tool_request_resolved", "data": {"requestId": "r1", "outcome": "answered"}}
     assert render(resolved) == ["-- LOCAL request r1: answered"]
+
+
+def test_a_streamed_answer_is_printed_as_it_comes_and_not_again() -> None:
+    out: list[str] = []
+    streamed = Streamed(out.append)
+
+    def delta(mid: str, index: int, text: str) -> dict[str, Any]:
+        return {"type": "assistant_delta", "sessionId": "s", "data": {"messageId": mid, "index": index, "text": text}}
+
+    def message(mid: str, content: str, calls: list[dict[str, Any]] | None = None) -> dict[str, Any]:
+        data = {"messageId": mid, "role": "ASSISTANT", "content": content, "toolCalls": calls}
+        return {"type": "message", "sessionId": "s", "position": 1, "data": data}
+
+    streamed.delta(delta("m1", 0, "Hel"))
+    streamed.delta(delta("m1", 1, "lo"))
+    assert "".join(out) == "assistant: Hello"
+    call = {"id": "c", "type": "function", "function": {"name": "read_file", "arguments": "{}"}}
+    assert streamed.lines(message("m1", "Hello", [call])) == ["  -> read_file({})"]
+    assert "".join(out) == "assistant: Hello\n"
+    # Pieces missed (a preview only): the whole message is shown.
+    streamed.delta(delta("m2", 0, "Par"))
+    assert streamed.lines(message("m2", "Partial answer")) == ["assistant: Partial answer"]
+    # An answer never streamed prints as before.
+    assert streamed.lines(message("m3", "Plain")) == ["assistant: Plain"]

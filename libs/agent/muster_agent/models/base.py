@@ -7,7 +7,8 @@ conversion layer can drift between them.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Callable
+from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 
@@ -78,6 +79,9 @@ class ModelRequest:
     # (compaction), whose answer becomes the summary, never a message; "title": name the
     # conversation its user message starts (`titles`), whose answer becomes its title.
     purpose: str = "turn"
+    # Told each piece of the answer's text as the model streams it (ADR 0039); a provider
+    # that cannot stream never calls it. It must not block: it only queues a preview.
+    on_text: Callable[[str], None] | None = field(default=None, compare=False, repr=False)
 
 
 class ModelProvider(Protocol):

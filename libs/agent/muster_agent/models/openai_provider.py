@@ -11,11 +11,13 @@ import re
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
+import httpx
 import openai
 from muster_runtime.process.settings import Settings
 from openai import AsyncOpenAI
 
 from muster_agent.models.base import ModelError, ModelReply, ModelRequest, ToolCall, Usage
+from muster_agent.models.streaming import ReplyAssembler
 
 # Keyless local servers (vLLM, llama.cpp, Ollama) still need *some* key for the SDK.
 _PLACEHOLDER_KEY = "EMPTY"
@@ -45,6 +47,7 @@ class OpenAIModel:
         timeout_s: float = 300.0,
         max_retries: int = 2,
         http_client: Any = None,
+        stream: bool = True,
     ) -> None:
         self._model = model
         self._base_url = base_url
@@ -53,6 +56,9 @@ class OpenAIModel:
         self._max_retries = max_retries
         # Any httpx-compatible AsyncClient; tests pass one with a mock transport.
         self._http_client = http_client
+        # Stream answers (SSE), telling each text piece to the request's `on_text` (ADR
+        # 0039); off (MUSTER_OPENAI_STREAM=0) for a server that cannot stream.
+        self._stream = stream
         self._client: AsyncOpenAI | None = None
 
     @classmethod
@@ -62,6 +68,7 @@ class OpenAIModel:
             "model": settings.openai_model,
             "base_url": settings.openai_base_url,
             "api_key": key.get_secret_value() if key is not None else None,
+            "stream": settings.openai_stream,
         }
         configured.update(overrides)
         return cls(**configured)
@@ -95,6 +102,8 @@ class OpenAIModel:
         extra: dict[str, Any] = {"messages": request.messages}
         if request.tools:  # some servers reject an empty tools list
             extra["tools"] = request.tools
+        if self._stream:
+            return await self._streamed(request, extra)
         try:
             response = await self._get_client().chat.completions.create(
                 model=self._model_name(request), **extra
@@ -125,6 +134,38 @@ class OpenAIModel:
             tool_calls=tuple(calls),
             usage=Usage(usage.prompt_tokens, usage.completion_tokens) if usage else Usage(),
         )
+
+    async def _streamed(self, request: ModelRequest, extra: dict[str, Any]) -> ModelReply:
+        """The answer streamed (SSE) and assembled; each text piece told to `on_text` as it
+        arrives. Cancelling the call closes the stream (and its connection) at once."""
+        assembler = ReplyAssembler(request.on_text)
+        try:
+            stream = await self._get_client().chat.completions.create(
+                model=self._model_name(request),
+                stream=True,
+                stream_options={"include_usage": True},
+                **extra,
+            )
+            try:
+                async for chunk in stream:
+                    assembler.add(chunk)
+            finally:
+                await stream.close()
+        except openai.APIStatusError as exc:
+            raise ModelError(f"model API error (HTTP {exc.status_code}): {self._detail(exc)}") from None
+        except (openai.APITimeoutError, httpx.TimeoutException):
+            raise ModelError(f"model API timed out ({_public_url(self._base_url)})") from None
+        except openai.APIConnectionError:
+            where = _public_url(self._base_url)
+            raise ModelError(f"could not reach model API at {where}") from None
+        except openai.APIError as exc:  # an error event in the stream
+            raise ModelError(f"model API error mid-stream: {self._scrub(str(exc.message))}") from None
+        except httpx.HTTPError:  # the connection broke off mid-stream
+            where = _public_url(self._base_url)
+            raise ModelError(f"the model's stream from {where} broke off") from None
+        except openai.OpenAIError as exc:
+            raise ModelError(f"model API call failed: {self._scrub(str(exc))}") from None
+        return assembler.reply()
 
     def _detail(self, exc: openai.APIStatusError) -> str:
         body = exc.body

@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import json
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -26,6 +27,7 @@ class _Step:
     content: str
     delay_ms: float
     fail: str | None
+    stream: tuple[int, float] | None = None  # (characters per piece, ms between pieces)
 
 
 def tool_call_id(session_id: str, user_index: int, step: int, position: int, summary: str = "") -> str:
@@ -82,7 +84,36 @@ def _parse_step(index: int, raw: Any) -> _Step:
     if isinstance(delay, bool) or not isinstance(delay, int | float) or delay < 0:
         raise ModelError(f"{where}: delay_ms must be a non-negative number")
     fail = raw.get("fail")
-    return _Step(tuple(calls), content, float(delay), None if fail is None else str(fail))
+    return _Step(
+        tuple(calls), content, float(delay), None if fail is None else str(fail), _stream(where, raw)
+    )
+
+
+def _stream(where: str, raw: dict[str, Any]) -> tuple[int, float] | None:
+    """A step's `"stream": {"chunk": N, "delay_ms": M}` (DESIGN §7), validated."""
+    stream = raw.get("stream")
+    if stream is None:
+        return None
+    if not isinstance(stream, dict):
+        raise ModelError(f"{where}: stream must be a JSON object")
+    chunk, delay = stream.get("chunk", 1), stream.get("delay_ms", 0)
+    if isinstance(chunk, bool) or not isinstance(chunk, int) or chunk < 1:
+        raise ModelError(f"{where}: stream.chunk must be a positive integer")
+    if isinstance(delay, bool) or not isinstance(delay, int | float) or delay < 0:
+        raise ModelError(f"{where}: stream.delay_ms must be a non-negative number")
+    return chunk, float(delay)
+
+
+async def stream_text(
+    content: str, chunk: int, delay_ms: float, on_text: Callable[[str], None] | None
+) -> None:
+    """Tell `on_text` the content in pieces of `chunk` characters, `delay_ms` apart: a plain
+    sleep between pieces, so cancelling the turn interrupts the "stream"."""
+    for start in range(0, len(content), chunk):
+        if start and delay_ms:
+            await asyncio.sleep(delay_ms / 1000)
+        if on_text is not None:
+            on_text(content[start : start + chunk])
 
 
 class ScriptedModel:
@@ -127,6 +158,8 @@ class ScriptedModel:
                 if step.fail is not None:
                     raise ModelError(step.fail)
                 content = step.content
+                if step.stream is not None:
+                    await stream_text(content, *step.stream, request.on_text)
                 calls = tuple(
                     ToolCall(tool_call_id(request.session_id, user_index, k, i, summary), name, args)
                     for i, (name, args) in enumerate(step.tool_calls)

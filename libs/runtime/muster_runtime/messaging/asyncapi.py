@@ -43,6 +43,7 @@ KEY_OF = {
     topics.DELEGATIONS: "The child session id of the execution.",
     topics.EVENTS: "The stream id: a session id, or an execution id for execution events.",
     topics.DEAD_LETTERS: "The key of the parked record, unchanged.",
+    topics.DELTAS: "The session id: the pieces of one answer stay in order.",
 }
 
 
@@ -76,6 +77,8 @@ class Contract:
     build: Callable[[Settings], KafkaBroker]
     receives: Flow  # registered by the service's bootstrap under this title
     sends: tuple[Flow, ...]
+    # Further subscribers of the service's broker (the gateway's deltas), payload given.
+    also_receives: tuple[Flow, ...] = ()
 
 
 def events_flow(title: str, what: str) -> Flow:
@@ -114,16 +117,16 @@ def build_document(contract: Contract) -> dict[str, Any]:
         .to_specification()
         .to_jsonable()
     )
-    receives = contract.receives
-    if receives.title not in document.get("channels", {}):
-        raise RuntimeError(f"{contract.service}: no subscriber titled {receives.title!r}")
-    payload = receives.payload or received_payloads(broker).get(receives.title)
-    if payload is None:
-        raise RuntimeError(f"{contract.service}: no payload known for {receives.title!r}")
     schemas: dict[str, Any] = document.setdefault("components", {}).setdefault("schemas", {})
-    _set_payload(document, receives.title, _schema_of(payload, schemas))
+    for receives in (contract.receives, *contract.also_receives):
+        if receives.title not in document.get("channels", {}):
+            raise RuntimeError(f"{contract.service}: no subscriber titled {receives.title!r}")
+        payload = receives.payload or received_payloads(broker).get(receives.title)
+        if payload is None:
+            raise RuntimeError(f"{contract.service}: no payload known for {receives.title!r}")
+        _set_payload(document, receives.title, _schema_of(payload, schemas))
     _describe_events(schemas)
-    for flow in (receives, *contract.sends):
+    for flow in (contract.receives, *contract.also_receives, *contract.sends):
         _bind(document, flow)
     _drop_unused_schemas(document)
     return document

@@ -104,6 +104,8 @@ class Settings(BaseSettings):
     openai_base_url: str | None = Field(
         None, validation_alias=_var("MUSTER_OPENAI_BASE_URL", "OPENAI_BASE_URL")
     )
+    # Stream answers from the OpenAI-compatible endpoint (ADR 0039); 0 for one that cannot.
+    openai_stream: bool = Field(True, validation_alias=_var("MUSTER_OPENAI_STREAM"))
     openai_api_key: SecretStr | None = Field(
         None, validation_alias=_var("MUSTER_OPENAI_API_KEY", "OPENAI_API_KEY")
     )

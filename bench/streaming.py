@@ -1,0 +1,200 @@
+"""Streamed answers (issue 37, ADR 0039): how soon a piece reaches the client, and what
+streaming costs.
+
+    .venv/bin/python -m bench.streaming [--n 160] [--latency-turns 60]
+
+- **First-piece latency at C=1**: the time from the model's first piece (the scripted
+  model's first piece of a `"stream"` step; the loop stamps it `at` on the `muster.deltas`
+  record) to the first `assistant_delta` on the client's socket. The bench reads the stamp
+  from its own consumer of `muster.deltas`; both clocks are this machine's.
+- **Throughput at C=16** with and without streaming, in the same run, alternating passes:
+  the same 40-character answer given whole after 45 ms (`plain`); streamed in 10 pieces
+  5 ms apart (`streamed`: ten timers instead of one, which a loaded event loop overshoots
+  ten times); and the 10 pieces at once after the same 45 ms (`burst`: the model's timing
+  of `plain`, so the difference is the cost of publishing and forwarding the pieces).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import statistics
+import time
+import uuid
+from typing import Any
+
+import websockets
+from aiokafka import AIOKafkaConsumer
+
+from bench.cluster import BenchCluster
+from bench.cpu import snapshot, window
+from bench.workload import TERMINAL, percentile
+
+ANSWER = "Streaming answers arrive piece by piece.."  # 40 characters
+CHUNK, PIECE_MS = 4, 5
+PIECES = len(ANSWER) // CHUNK
+
+
+def streamed_script(delay_ms: int, before_ms: int = 0) -> str:
+    step = {"content": ANSWER, "delay_ms": before_ms, "stream": {"chunk": CHUNK, "delay_ms": delay_ms}}
+    return "#script " + json.dumps({"steps": [step]})
+
+
+def plain_script() -> str:
+    return "#script " + json.dumps({"steps": [{"content": ANSWER, "delay_ms": (PIECES - 1) * PIECE_MS}]})
+
+
+async def one_turn(ws: Any, content: str, tag: str, first_delta: dict[str, float] | None = None) -> float:
+    """One turn on a fresh session; returns ms from create_session to COMPLETED. With
+    `first_delta`, records the receive time of each message's first piece."""
+    started = time.perf_counter()
+    await ws.send(json.dumps({"type": "create_session", "id": tag, "data": {"content": content}}))
+    session_id = None
+    async for raw in ws:
+        received = time.time()
+        frame = json.loads(raw)
+        kind = frame.get("type")
+        if kind == "assistant_delta" and first_delta is not None:
+            data = frame["data"]
+            if data["index"] == 0:
+                first_delta.setdefault(data["messageId"], received)
+        elif frame.get("id") == tag:
+            if kind != "ack":
+                raise RuntimeError(frame)
+            session_id = frame["data"]["sessionId"]
+        elif kind == "session_status" and frame.get("sessionId") == session_id:
+            phase = frame["data"]["phase"]
+            if phase in TERMINAL:
+                if phase != "COMPLETED":
+                    raise RuntimeError(f"turn ended {phase}")
+                return (time.perf_counter() - started) * 1000
+    raise RuntimeError("socket closed")
+
+
+async def stamps(bootstrap: str, found: dict[str, float], stop: asyncio.Event, grew: asyncio.Event) -> None:
+    """The model's time of each message's first piece, from `muster.deltas`."""
+    consumer = AIOKafkaConsumer(
+        "muster.deltas",
+        bootstrap_servers=bootstrap,
+        group_id=f"bench-{uuid.uuid4().hex[:8]}",
+        auto_offset_reset="earliest",
+        fetch_max_wait_ms=5,
+    )
+    await consumer.start()
+    try:
+        while not stop.is_set():
+            batches = await consumer.getmany(timeout_ms=50)
+            for records in batches.values():
+                for record in records:
+                    body = json.loads(record.value or b"{}")
+                    if body.get("index") == 0 and isinstance(body.get("at"), float):
+                        found.setdefault(body["messageId"], body["at"])
+                        grew.set()
+    finally:
+        await consumer.stop()
+
+
+async def first_piece_latency(cluster: BenchCluster, turns: int) -> dict[str, Any]:
+    model_at: dict[str, float] = {}
+    client_at: dict[str, float] = {}
+    stop, grew = asyncio.Event(), asyncio.Event()
+    reader = asyncio.create_task(stamps(cluster.ready["kafka"], model_at, stop, grew))
+    async with websockets.connect(f"{cluster.ws_url}?token={cluster.token}", max_size=None) as ws:
+        for i in range(turns + 5):  # the first five warm up
+            seen: dict[str, float] = {}
+            await one_turn(ws, streamed_script(20), f"lat-{i}", seen)
+            if i >= 5:
+                client_at.update(seen)
+    deadline = time.monotonic() + 10
+    while not set(client_at) <= set(model_at) and time.monotonic() < deadline:
+        grew.clear()
+        try:
+            await asyncio.wait_for(grew.wait(), max(deadline - time.monotonic(), 0.01))
+        except TimeoutError:
+            break
+    stop.set()
+    await reader
+    ms = [(client_at[m] - model_at[m]) * 1000 for m in client_at if m in model_at]
+    return {
+        "turns": len(ms),
+        "p50_ms": round(statistics.median(ms), 2),
+        "p99_ms": round(percentile(ms, 99), 2),
+        "max_ms": round(max(ms), 2),
+    }
+
+
+async def throughput(
+    cluster: BenchCluster, n: int, c: int, content: str, label: str, cpu: list[dict[str, float]] | None = None
+) -> float:
+    """Turns per second; with `cpu`, the cluster's CPU ms per turn by role appended to it
+    (steadier than throughput on a shared machine)."""
+    queue: asyncio.Queue[int] = asyncio.Queue()
+    for i in range(n):
+        queue.put_nowait(i)
+
+    async def client() -> None:
+        async with websockets.connect(f"{cluster.ws_url}?token={cluster.token}", max_size=None) as ws:
+            while not queue.empty():
+                i = queue.get_nowait()
+                await one_turn(ws, content, f"{label}-{i}")
+
+    before = snapshot(cluster)
+    started = time.perf_counter()
+    await asyncio.gather(*(client() for _ in range(c)))
+    elapsed = time.perf_counter() - started
+    if cpu is not None:
+        w = window(before, snapshot(cluster))
+        cpu.append({role: 1000 * s / n for role, s in w.cpu_s.items()} | {"total": 1000 * w.total_cpu_s / n})
+    return n / elapsed
+
+
+async def run(n: int, latency_turns: int, rounds: int) -> dict[str, Any]:
+    with BenchCluster() as cluster:
+        latency = await first_piece_latency(cluster, latency_turns)
+        await throughput(cluster, 32, 16, plain_script(), "warm")
+        arms = {
+            "plain": plain_script(),
+            "streamed": streamed_script(PIECE_MS),
+            "burst": streamed_script(0, (PIECES - 1) * PIECE_MS),
+        }
+        passes: dict[str, list[float]] = {arm: [] for arm in arms}
+        cpu: dict[str, list[dict[str, float]]] = {arm: [] for arm in arms}
+        for r in range(rounds):
+            for arm, content in arms.items():
+                passes[arm].append(await throughput(cluster, n, 16, content, f"{arm}{r}", cpu[arm]))
+    medians = {arm: statistics.median(values) for arm, values in passes.items()}
+    cpu_ms = {
+        arm: {role: round(statistics.median(p[role] for p in per), 2) for role in per[0]}
+        for arm, per in cpu.items()
+    }
+    plain = medians["plain"]
+    return {
+        "first_piece_to_client_c1": latency,
+        "throughput_c16": {
+            "turns": n,
+            "rounds": rounds,
+            **{f"{arm}_turns_per_s": [round(x, 2) for x in values] for arm, values in passes.items()},
+            **{f"median_{arm}": round(m, 2) for arm, m in medians.items()},
+            "streamed_cost_pct": round((plain - medians["streamed"]) / plain * 100, 1),
+            "burst_cost_pct": round((plain - medians["burst"]) / plain * 100, 1),
+            "cpu_ms_per_turn_median": cpu_ms,
+            "cpu_cost_pct": {
+                arm: round((cpu_ms[arm]["total"] - cpu_ms["plain"]["total"]) / cpu_ms["plain"]["total"] * 100, 1)
+                for arm in ("streamed", "burst")
+            },
+        },
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(prog="python -m bench.streaming", description=__doc__.splitlines()[0])
+    parser.add_argument("--n", type=int, default=160, help="turns per throughput pass (C=16)")
+    parser.add_argument("--latency-turns", type=int, default=60, help="turns measured at C=1")
+    parser.add_argument("--rounds", type=int, default=3, help="alternating passes of each kind")
+    args = parser.parse_args()
+    print(json.dumps(asyncio.run(run(args.n, args.latency_turns, args.rounds)), indent=2))
+
+
+if __name__ == "__main__":
+    main()
