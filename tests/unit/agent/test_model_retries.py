@@ -38,7 +38,8 @@ class Flaky:
 
 def wrapped(server: Flaky, retries: int) -> NamingEndpoint:
     client = httpx.AsyncClient(transport=httpx.MockTransport(server))
-    inner = OpenAIModel(model="m", base_url=BASE, api_key=KEY, max_retries=retries, http_client=client)
+    # A plain JSON answer: this test is about retries, not streaming.
+    inner = OpenAIModel(model="m", base_url=BASE, api_key=KEY, max_retries=retries, http_client=client, stream=False)
     return NamingEndpoint(inner, public_url(BASE), retries)
 
 
