@@ -30,6 +30,7 @@ from muster_gateway.asyncapi import asyncapi_schema
 from muster_gateway.auth import Authenticator
 from muster_gateway.context import Gateway
 from muster_gateway.fanout import Hub
+from muster_gateway.limits import Admission, UserLimits
 from muster_gateway.live_events import build_broker
 from muster_gateway.local_tools import LocalTools
 from muster_gateway.metrics import Metrics
@@ -112,7 +113,8 @@ def build_app(settings: Settings, *, tokens: Mapping[str, str], kafka: bool = Tr
             background("fanout-poller", hub.run_poller)
             background("local-tools-poller", local.run_poller)
             uows = partial(PostgresUnitOfWork, pool)
-            app.state.gateway = Gateway(settings, auth, metrics, reads, hub, local, uows)
+            admission = Admission(UserLimits.of(settings))
+            app.state.gateway = Gateway(settings, auth, metrics, reads, hub, local, uows, admission)
             log.info("gateway_started instance_id=%s kafka=%s", settings.instance_id, kafka)
             try:
                 yield

@@ -147,6 +147,19 @@ class Settings(BaseSettings):
     execution_timeout_s: float = Field(3600.0, validation_alias=_var("MUSTER_EXECUTION_TIMEOUT_S"))
     cancel_grace_s: float = Field(30.0, validation_alias=_var("MUSTER_CANCEL_GRACE_S"))
 
+    # --- per-user limits (DESIGN §7, ADR 0041); 0 turns a limit off. Each gateway instance
+    # enforces them for the clients it serves. Trees with a turn under way (queued input
+    # not yet started included): ten is more than a person follows at once, and bounds
+    # what one user's script can put on the cluster.
+    user_max_running: int = Field(10, ge=0, validation_alias=_var("MUSTER_USER_MAX_RUNNING"))
+    # Open WebSockets: a console tab, the CLI and a LOCAL client each hold one; 32 leaves
+    # room for many tabs and reconnects still closing, and stops a leak or a loop early.
+    user_max_sockets: int = Field(32, ge=0, validation_alias=_var("MUSTER_USER_MAX_SOCKETS"))
+    # Frames and requests that start work (create_session, send_message,
+    # create_side_session, a compaction), a token bucket refilled at this rate a minute
+    # holding as many: a person types far less; a burst of a minute's worth still passes.
+    user_messages_per_minute: int = Field(120, ge=0, validation_alias=_var("MUSTER_USER_MESSAGES_PER_MINUTE"))
+
     # --- tracing: on only when an OTLP endpoint is configured (the standard OTEL_*
     # variables; the exporter reads the rest of them itself): off, no tracer exists (ADR 0017).
     otel_endpoint: str = Field(
