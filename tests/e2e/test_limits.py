@@ -69,7 +69,7 @@ async def test_sockets_over_the_limit_are_refused_with_429(limited: Launcher) ->
         # A closed socket frees its place (the gateway counts it closed when it sees the close).
         await held.pop().close()
         deadline = time.monotonic() + 15
-        while (again := await refused_handshake(limited, "alice")) is not None:
+        while await refused_handshake(limited, "alice") is not None:
             assert time.monotonic() < deadline, "a closed socket's place was never freed"
             await asyncio.sleep(0.1)  # polling for the condition
     finally:

@@ -34,6 +34,7 @@ from muster_gateway.limits import Admission, UserLimits
 from muster_gateway.live_events import build_broker
 from muster_gateway.local_tools import LocalTools
 from muster_gateway.metrics import Metrics
+from muster_gateway.overload import Shedder, Thresholds
 from muster_gateway.postgres_reads import PostgresReads
 
 log = logging.getLogger("muster.gateway")
@@ -113,7 +114,8 @@ def build_app(settings: Settings, *, tokens: Mapping[str, str], kafka: bool = Tr
             background("fanout-poller", hub.run_poller)
             background("local-tools-poller", local.run_poller)
             uows = partial(PostgresUnitOfWork, pool)
-            admission = Admission(UserLimits.of(settings))
+            shedder = Shedder(reads.turn_backlog, Thresholds.of(settings))
+            admission = Admission(UserLimits.of(settings), shedder)
             app.state.gateway = Gateway(settings, auth, metrics, reads, hub, local, uows, admission)
             log.info("gateway_started instance_id=%s kafka=%s", settings.instance_id, kafka)
             try:

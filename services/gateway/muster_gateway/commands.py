@@ -28,7 +28,7 @@ from muster_runtime.uow.unit_of_work import DuplicateKey, UnitOfWorkFactory
 from muster_gateway.deciding import metadata, not_subagent, owned, retried
 from muster_gateway.errors import GatewayError
 from muster_gateway.ids import parse_session_id
-from muster_gateway.limits import running_quota
+from muster_gateway.limits import NO_LIMITS, TurnAdmission, admit_turn
 from muster_gateway.protocol import CreateSessionData, SendMessageData
 
 
@@ -38,10 +38,10 @@ async def create_session(
     data: CreateSessionData,
     workspaces_dir: Path,
     *,
-    max_running: int = 0,
+    turns: TurnAdmission = NO_LIMITS,
 ) -> dict[str, Any]:
-    """A NORMAL session; with `content` its first turn starts, unless the user already runs
-    `max_running` trees (`quota_exceeded`, nothing created; 0: no limit)."""
+    """A NORMAL session; with `content` its first turn starts, unless `turns` refuses a
+    new turn (`overloaded`, `quota_exceeded`: nothing is created)."""
     session_id = uuid4()
     stream = str(session_id)
     events: list[DomainEvent] = [
@@ -66,7 +66,7 @@ async def create_session(
         )
     async with uows() as uow:
         if message_id is not None:
-            await running_quota(uow, user_id, max_running)
+            await admit_turn(uow, user_id, turns)
         # Before the commit: the harness may start the turn the instant ProcessSession is out.
         (workspaces_dir / stream).mkdir(parents=True, exist_ok=True)
         await uow.append(
@@ -82,13 +82,18 @@ async def create_session(
 
 
 async def send_message(
-    uows: UnitOfWorkFactory, user_id: str, raw_id: str, data: SendMessageData, *, max_running: int = 0
+    uows: UnitOfWorkFactory,
+    user_id: str,
+    raw_id: str,
+    data: SendMessageData,
+    *,
+    turns: TurnAdmission = NO_LIMITS,
 ) -> dict[str, Any]:
     """Post a USER message: it starts a turn, or waits (`queued`) behind a turn under way
     or behind earlier input not yet started. A repeated `clientMessageId` is not posted
     twice: the ack of the original is given again (`duplicate`). A message that would
-    start a turn while the user runs `max_running` trees is refused (`quota_exceeded`);
-    one that queues behind a turn is not (0: no limit)."""
+    start a turn is refused when `turns` refuses a new turn (`overloaded`,
+    `quota_exceeded`); one that queues behind a turn under way is not."""
 
     async def decide() -> dict[str, Any]:
         message_id = uuid4()
@@ -97,7 +102,7 @@ async def send_message(
             not_subagent(session, "post to")
             queued = session.active or bool(await uow.queued_inputs(session.session_id))
             if not queued:
-                await running_quota(uow, user_id, max_running)
+                await admit_turn(uow, user_id, turns)
             posted = UserMessageQueued(
                 message_id=message_id, client_message_id=data.clientMessageId, content=data.content
             )

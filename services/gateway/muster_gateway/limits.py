@@ -1,9 +1,10 @@
 """Per-user admission (DESIGN §7, ADR 0041): what one user may start, so that one user's
 excess never slows another.
 
-- `running_quota`: a decision's check that the user has fewer than
-  `MUSTER_USER_MAX_RUNNING` trees with a turn under way before it starts another one;
-  read through the decision's own unit of work, so it is unit-tested in memory.
+- `admit_turn`: a decision's check before it starts a turn: the cluster is not shedding
+  new turns (`overload.py`: `overloaded`) and the user has fewer than
+  `MUSTER_USER_MAX_RUNNING` trees with a turn under way (`quota_exceeded`), read through
+  the decision's own unit of work, so it is unit-tested in memory.
 - `RateLimiter`: `MUSTER_USER_MESSAGES_PER_MINUTE`, a token bucket per user in this gateway
   instance, for the frames and requests that start work.
 - `SocketCounter`: `MUSTER_USER_MAX_SOCKETS`, the user's open WebSockets on this instance.
@@ -24,6 +25,7 @@ from muster_runtime.process.settings import Settings
 from muster_runtime.uow.unit_of_work import AbstractUnitOfWork
 
 from muster_gateway.errors import GatewayError
+from muster_gateway.overload import Shedder
 
 # How long a client over its running quota is told to wait: a turn rarely ends sooner,
 # and the client learns of the end from `session_status` anyway.
@@ -48,6 +50,31 @@ class UserLimits:
     @classmethod
     def of(cls, settings: Settings) -> UserLimits:
         return cls(settings.user_max_running, settings.user_max_sockets, settings.user_messages_per_minute)
+
+
+@dataclass(frozen=True)
+class TurnAdmission:
+    """What a decision that starts a turn is told: the user's quota of running trees (0:
+    none) and, while the cluster sheds new turns, `overloaded`'s retry hint."""
+
+    max_running: int = 0
+    shed_retry_after_ms: int | None = None
+
+
+NO_LIMITS = TurnAdmission()
+
+
+async def admit_turn(uow: AbstractUnitOfWork, user_id: str, admission: TurnAdmission) -> None:
+    """Refuse a new turn while the cluster sheds new turns (`overloaded`), or while the user
+    already has `max_running` trees with a turn under way (`quota_exceeded`); nothing else
+    the decision would have written is written."""
+    if admission.shed_retry_after_ms is not None:
+        raise GatewayError(
+            "overloaded",
+            "the cluster is saturated and sheds new turns; retry later",
+            retry_after_ms=admission.shed_retry_after_ms,
+        )
+    await running_quota(uow, user_id, admission.max_running)
 
 
 async def running_quota(uow: AbstractUnitOfWork, user_id: str, max_running: int) -> None:
@@ -157,9 +184,11 @@ class SocketCounter:
 
 @dataclass
 class Admission:
-    """What one gateway instance holds for admission: the limits, the buckets, the sockets."""
+    """What one gateway instance holds for admission: the limits, the buckets, the sockets,
+    and the view of the cluster's load (None: never shed)."""
 
     limits: UserLimits = field(default_factory=UserLimits)
+    shedder: Shedder | None = None
     clock: Clock = time.monotonic
     rates: RateLimiter = field(init=False)
     sockets: SocketCounter = field(init=False)
@@ -171,3 +200,8 @@ class Admission:
     @property
     def max_running(self) -> int:
         return self.limits.max_running
+
+    async def turns(self) -> TurnAdmission:
+        """What the decisions that start turns are told now."""
+        shed = await self.shedder.retry_after_ms() if self.shedder is not None else None
+        return TurnAdmission(self.limits.max_running, shed)

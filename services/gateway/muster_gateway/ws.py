@@ -82,7 +82,7 @@ Handler = Callable[[Gateway, Client, Frame], Awaitable[None]]
 
 async def _create_session(gw: Gateway, client: Client, frame: Frame) -> None:
     ack = await commands.create_session(
-        gw.uows, client.user_id, frame.data, gw.settings.workspaces_dir, max_running=gw.admission.max_running
+        gw.uows, client.user_id, frame.data, gw.settings.workspaces_dir, turns=await gw.admission.turns()
     )
     client.reply("ack", frame.id, ack)
     gw.hub.subscribe(client, ack["sessionId"], Cursor(0, 0))  # all of its events, in order
@@ -91,7 +91,7 @@ async def _create_session(gw: Gateway, client: Client, frame: Frame) -> None:
 async def _create_side_session(gw: Gateway, client: Client, frame: Frame) -> None:
     assert frame.session_id is not None
     ack = await side_sessions.create_side_session(
-        gw.uows, client.user_id, frame.session_id, frame.data, max_running=gw.admission.max_running
+        gw.uows, client.user_id, frame.session_id, frame.data, turns=await gw.admission.turns()
     )
     client.reply("ack", frame.id, ack)
     gw.hub.subscribe(client, ack["sessionId"], Cursor(0, 0))  # all of its events, in order
@@ -100,7 +100,7 @@ async def _create_side_session(gw: Gateway, client: Client, frame: Frame) -> Non
 async def _send_message(gw: Gateway, client: Client, frame: Frame) -> None:
     assert frame.session_id is not None
     ack = await commands.send_message(
-        gw.uows, client.user_id, frame.session_id, frame.data, max_running=gw.admission.max_running
+        gw.uows, client.user_id, frame.session_id, frame.data, turns=await gw.admission.turns()
     )
     client.reply("ack", frame.id, ack)
 

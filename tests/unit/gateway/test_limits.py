@@ -18,6 +18,7 @@ from muster_gateway.limits import (
     RateLimiter,
     SocketCounter,
     TokenBucket,
+    TurnAdmission,
     UserLimits,
 )
 from muster_gateway.protocol import CreateSessionData, CreateSideSessionData, SendMessageData
@@ -58,29 +59,29 @@ async def test_a_new_turn_over_the_running_quota_is_refused_and_nothing_is_writt
     assert await running(store) == 2
     before = dict(store.state.streams)
     with pytest.raises(GatewayError) as refused:
-        await commands.create_session(store.uow, USER, CreateSessionData(content="hi"), tmp_path, max_running=2)
+        await commands.create_session(store.uow, USER, CreateSessionData(content="hi"), tmp_path, turns=TurnAdmission(2))
     assert refused.value.code == "quota_exceeded" and refused.value.status == 429
     assert refused.value.retry_after_ms == QUOTA_RETRY_AFTER_MS
     assert store.state.streams == before and store.sent == []
     # Under the quota (or with none), the same request is admitted.
-    ack = await commands.create_session(store.uow, USER, CreateSessionData(content="hi"), tmp_path, max_running=3)
+    ack = await commands.create_session(store.uow, USER, CreateSessionData(content="hi"), tmp_path, turns=TurnAdmission(3))
     assert sent(store, UUID(ack["sessionId"])) == ["ProcessSession"]
-    await commands.create_session(store.uow, USER, CreateSessionData(content="hi"), tmp_path, max_running=0)
+    await commands.create_session(store.uow, USER, CreateSessionData(content="hi"), tmp_path, turns=TurnAdmission(0))
 
 
 async def test_input_accepted_and_not_yet_started_counts_as_running(store: MemoryStore, tmp_path: Path) -> None:
     # Between the ack and the harness's claim the session has no phase: its queued input
     # holds the tree, so a burst of creates cannot slip past the quota.
-    await commands.create_session(store.uow, USER, CreateSessionData(content="hi"), tmp_path, max_running=1)
+    await commands.create_session(store.uow, USER, CreateSessionData(content="hi"), tmp_path, turns=TurnAdmission(1))
     assert await running(store) == 1
     with pytest.raises(GatewayError) as refused:
-        await commands.create_session(store.uow, USER, CreateSessionData(content="x"), tmp_path, max_running=1)
+        await commands.create_session(store.uow, USER, CreateSessionData(content="x"), tmp_path, turns=TurnAdmission(1))
     assert refused.value.code == "quota_exceeded"
 
 
 async def test_a_session_without_content_is_created_over_the_quota(store: MemoryStore, tmp_path: Path) -> None:
     await session(store, phase="RUNNING")
-    ack = await commands.create_session(store.uow, USER, CreateSessionData(title="t"), tmp_path, max_running=1)
+    ack = await commands.create_session(store.uow, USER, CreateSessionData(title="t"), tmp_path, turns=TurnAdmission(1))
     assert types(store, UUID(ack["sessionId"])) == ["SessionCreated"]
 
 
@@ -88,9 +89,9 @@ async def test_a_message_that_starts_a_turn_is_refused_one_that_queues_is_admitt
     busy = await session(store, phase="RUNNING")
     idle = await session(store, phase="COMPLETED")
     with pytest.raises(GatewayError) as refused:
-        await commands.send_message(store.uow, USER, str(idle), SendMessageData(content="go"), max_running=1)
+        await commands.send_message(store.uow, USER, str(idle), SendMessageData(content="go"), turns=TurnAdmission(1))
     assert refused.value.code == "quota_exceeded" and types(store, idle)[-1] == "SessionPhaseChanged"
-    queued = await commands.send_message(store.uow, USER, str(busy), SendMessageData(content="next"), max_running=1)
+    queued = await commands.send_message(store.uow, USER, str(busy), SendMessageData(content="next"), turns=TurnAdmission(1))
     assert queued["queued"] is True
 
 
@@ -98,20 +99,20 @@ async def test_a_side_task_over_the_quota_is_refused(store: MemoryStore) -> None
     source = await session(store, phase="RUNNING")
     data = CreateSideSessionData(content="aside")
     with pytest.raises(GatewayError) as refused:
-        await side_sessions.create_side_session(store.uow, USER, str(source), data, max_running=1)
+        await side_sessions.create_side_session(store.uow, USER, str(source), data, turns=TurnAdmission(1))
     assert refused.value.code == "quota_exceeded" and types(store, source) == ["SessionCreated", "SessionPhaseChanged"]
-    ack = await side_sessions.create_side_session(store.uow, USER, str(source), data, max_running=2)
+    ack = await side_sessions.create_side_session(store.uow, USER, str(source), data, turns=TurnAdmission(2))
     assert sent(store, UUID(ack["sessionId"])) == ["ProcessSession"]
 
 
 async def test_cancel_is_admitted_over_the_quota_and_frees_a_place(store: MemoryStore, tmp_path: Path) -> None:
     first = await session(store, phase="RUNNING")
     with pytest.raises(GatewayError):
-        await commands.create_session(store.uow, USER, CreateSessionData(content="hi"), tmp_path, max_running=1)
+        await commands.create_session(store.uow, USER, CreateSessionData(content="hi"), tmp_path, turns=TurnAdmission(1))
     assert await commands.cancel(store.uow, USER, str(first)) == {}
     await append(store, first, ev.SessionPhaseChanged(phase="CANCELLED"))
     assert await running(store) == 0
-    await commands.create_session(store.uow, USER, CreateSessionData(content="hi"), tmp_path, max_running=1)
+    await commands.create_session(store.uow, USER, CreateSessionData(content="hi"), tmp_path, turns=TurnAdmission(1))
 
 
 async def test_a_tree_counts_once_and_deleted_sessions_not_at_all(store: MemoryStore) -> None:

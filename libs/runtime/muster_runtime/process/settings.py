@@ -160,6 +160,18 @@ class Settings(BaseSettings):
     # holding as many: a person types far less; a burst of a minute's worth still passes.
     user_messages_per_minute: int = Field(120, ge=0, validation_alias=_var("MUSTER_USER_MESSAGES_PER_MINUTE"))
 
+    # --- overload shedding (ADR 0041): new turns are refused with `overloaded` past any
+    # of these; 0 turns one off. Turns accepted and not yet started, cluster-wide: about
+    # 15 s of work at the local cluster's saturation (~35 turns/s).
+    overload_backlog: int = Field(500, ge=0, validation_alias=_var("MUSTER_OVERLOAD_BACKLOG"))
+    # The oldest of them has waited this long: a turn normally starts within tens of ms,
+    # and a harness restart's takeover within the lease (10 s) and a reconcile (2 s).
+    overload_backlog_age_ms: int = Field(
+        20_000, ge=0, validation_alias=_var("MUSTER_OVERLOAD_BACKLOG_AGE_MS")
+    )
+    # The gateway waited this long for a database connection to read the backlog.
+    overload_pool_wait_ms: int = Field(1_000, ge=0, validation_alias=_var("MUSTER_OVERLOAD_POOL_WAIT_MS"))
+
     # --- tracing: on only when an OTLP endpoint is configured (the standard OTEL_*
     # variables; the exporter reads the rest of them itself): off, no tracer exists (ADR 0017).
     otel_endpoint: str = Field(
