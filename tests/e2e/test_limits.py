@@ -2,11 +2,14 @@
 with low limits: sockets over the limit refused with 429, messages over the rate refused
 with `rate_limited`, running trees over the quota refused with `quota_exceeded`; cancel
 always admitted, nothing already started affected, and another user's turn completes
-while the first one is refused."""
+while the first one is refused. And overload shedding, on another one: with the harness
+frozen, turns pile up unstarted until new ones are refused with `overloaded`; cancel is
+admitted, and once the harness runs again every admitted turn completes once."""
 
 from __future__ import annotations
 
 import asyncio
+import signal
 import time
 from collections.abc import Iterator
 from typing import Any
@@ -137,3 +140,58 @@ async def test_messages_over_the_rate_are_refused_with_retry_after(limited: Laun
         await rest.close()
         await carol.close()
         await dave.close()
+
+
+BACKLOG = 3
+
+
+@pytest.fixture(scope="module")
+def saturable(launch: Launch) -> Iterator[Launcher]:
+    cluster = launch(MUSTER_OVERLOAD_BACKLOG=str(BACKLOG))
+    yield cluster
+    cluster.stop()
+
+
+async def test_new_turns_are_shed_while_the_backlog_is_over_its_threshold(saturable: Launcher) -> None:
+    alice = await Client.connect(saturable.ws_url, TOKENS["alice"])
+    bob = await Client.connect(saturable.ws_url, TOKENS["bob"])
+    frozen = saturable.signal_all("harness", signal.SIGSTOP)
+    assert frozen
+    try:
+        waiting = [
+            (alice, (await alice.ack("create_session", data={"content": script({"content": f"queued {n}"})}))[
+                "sessionId"
+            ])
+            for n in range(BACKLOG)
+        ]
+        # The gateway samples the backlog twice a second: refused once it has seen it.
+        deadline = time.monotonic() + 15
+        while (reply := await bob.request("create_session", data={"content": script({"content": "x"})}))[
+            "type"
+        ] == "ack":
+            assert time.monotonic() < deadline, "new turns were still admitted over the backlog"
+            waiting.append((bob, reply["data"]["sessionId"]))  # admitted before the sample: it runs too
+            await asyncio.sleep(0.1)  # polling for the condition
+        shed = dict(reply["data"])
+        assert shed["code"] == "overloaded" and shed["retryAfterMs"] >= 1000, shed
+        # Cancel is always admitted (and drops what it cancels from the backlog).
+        cancelled = waiting.pop(0)[1]
+        await alice.ack("cancel", cancelled)
+        assert (await alice.request("ping"))["type"] == "pong"
+    finally:
+        saturable.signal_all("harness", signal.SIGCONT)
+    # Every admitted turn completes, once; the cancelled one never ran.
+    for client, sid in waiting:
+        assert await client.wait_phase(sid, timeout=90) == "COMPLETED"
+        assert client.phases(sid).count("COMPLETED") == 1
+    assert "RUNNING" not in alice.phases(cancelled)
+    # Drained: new turns are admitted again.
+    deadline = time.monotonic() + 30
+    while (reply := await bob.request("create_session", data={"content": script({"content": "y"})}))[
+        "type"
+    ] != "ack":
+        assert reply["data"]["code"] == "overloaded" and time.monotonic() < deadline, reply
+        await asyncio.sleep(0.2)  # polling for the condition
+    assert await bob.wait_phase(reply["data"]["sessionId"]) == "COMPLETED"
+    await alice.close()
+    await bob.close()
