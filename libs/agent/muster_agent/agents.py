@@ -7,6 +7,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from muster_agent.mcp_tools.config import McpServerConfig, parse_servers
+
 DELEGATION_TOOLS = frozenset({"delegate", "delegate_followup"})
 # Subagents get neither delegation nor questions for the user: their parent is the handle.
 NOT_FOR_SUBAGENTS = DELEGATION_TOOLS | {"ask_user"}
@@ -21,6 +23,8 @@ class AgentDefinition:
     tools: tuple[str, ...]
     max_rounds: int
     context_tokens: int | None = None  # the model's context budget; None: MUSTER_CONTEXT_TOKENS
+    mcp_servers: tuple[McpServerConfig, ...] = ()  # whose tools it is offered too (mcp_tools)
+    denied: frozenset[str] = frozenset()  # `deny`: also MCP tools, by their `server__tool` name
 
     def tools_for(self, session_type: str) -> tuple[str, ...]:
         if session_type == "SUBAGENT":
@@ -62,4 +66,6 @@ def _parse(name: str, spec: dict[str, Any]) -> AgentDefinition:
         tools=tuple(t for t in spec.get("tools", []) if t not in denied),
         max_rounds=int(spec.get("max_rounds", 50)),
         context_tokens=int(spec["context_tokens"]) if "context_tokens" in spec else None,
+        mcp_servers=parse_servers(name, spec.get("mcp_servers")),
+        denied=frozenset(denied),
     )

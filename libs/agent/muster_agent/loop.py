@@ -27,6 +27,7 @@ from muster_agent.agents import AgentRegistry, UnknownAgentType
 from muster_agent.compaction import Budget, compact, request_tokens
 from muster_agent.context import model_messages
 from muster_agent.history import StoredMessage, incomplete_tail, pending_tool_calls, turn_finished
+from muster_agent.mcp_tools.pool import McpTools
 from muster_agent.models.base import ModelError, ModelProvider, ModelReply, ModelRequest
 from muster_agent.session_store import SessionState
 from muster_agent.tool_round import run_local_calls
@@ -67,6 +68,8 @@ class LoopDeps:
     # `on_close` and without this, every close goes the long way.
     quiet_close: QuietCloseHook | None = None
     budget: Budget = field(default_factory=Budget)
+    # The MCP servers' tools (ADR 0038): offered beside the agent's own, run like local tools.
+    mcp: McpTools | None = None
 
 
 class StepOutcome:
@@ -156,7 +159,7 @@ async def step(deps: LoopDeps, state: SessionState | None) -> Step:
         session_id=str(state.session_id),
         model=state.model_id or agent.model,
         messages=messages,
-        tools=tool_schemas(tools),
+        tools=tool_schemas(tools) + (await deps.mcp.schemas(agent) if deps.mcp else []),
     )
     try:
         with tracing.span("model call", {"muster.model": request.model}):

@@ -20,6 +20,7 @@ from muster_contracts import events as ev
 
 from muster_agent import session_store as store
 from muster_agent.file_changes import ChangeRecorder, record_unanswered
+from muster_agent.mcp_tools import calls as mcp_calls
 from muster_agent.session_store import Item, SessionState
 from muster_agent.tools.registry import is_local_tool, local_tool_call
 from muster_agent.tools.schemas import DELEGATION_TOOL_NAMES, USER_TOOL_NAMES
@@ -56,7 +57,8 @@ async def run_local_calls(
             earlier = await _recorded_result(deps, state, call["id"])
             carry.append(store.tool_message(call["id"], earlier or store.error_result(INTERRUPTED)))
             continue
-        refusal = _refusal(call["name"], allowed)
+        mcp = mcp_calls.is_mcp_name(call["name"])
+        refusal = await mcp_calls.refusal(deps, state, call) if mcp else _refusal(call["name"], allowed)
         if refusal is not None:
             carry.append(store.tool_message(call["id"], store.error_result(refusal)))
             continue
@@ -76,7 +78,11 @@ async def run_local_calls(
             current = await _record(deps, current, carry, changes)
             if current is None:
                 return None
-        outcome, change = await changes.run(call, local_tool_call(workspace, call["name"], call["arguments"]))
+        if mcp:
+            outcome, change = await mcp_calls.run(deps, state, call), None
+        else:
+            tool = local_tool_call(workspace, call["name"], call["arguments"])
+            outcome, change = await changes.run(call, tool)
         log.info(
             "tool_call_finished session=%s tool=%s success=%s",
             state.session_id,

@@ -22,6 +22,7 @@ from muster_contracts import wait_events as we
 from muster_runtime.uow.unit_of_work import AbstractUnitOfWork, Row, UnitOfWorkFactory
 
 from muster_agent import session_store as store
+from muster_agent.mcp_tools.config import is_mcp_name
 from muster_agent.session_store import Item, SessionState
 from muster_agent.tools.arguments import AskUser, parse
 from muster_agent.tools.schemas import LOCAL_TOOL_NAMES, USER_TOOL_NAMES
@@ -30,6 +31,7 @@ from muster_agent.tools.schemas import LOCAL_TOOL_NAMES, USER_TOOL_NAMES
 FILE_CHANGES = frozenset({"write_file", "edit_file", "delete_file"})
 GATED_TOOLS = FILE_CHANGES | {"delegate", "delegate_followup"}
 READ_ONLY = "refused: the session is read_only, so {tool} (which changes files or starts work) may not run"
+READ_ONLY_MCP = "refused: the session is read_only, so the MCP tool {tool} (outside effects) may not run"
 
 
 class Gate:
@@ -48,7 +50,13 @@ class Passed:
 def needs_gate(name: str, state: SessionState) -> bool:
     """Whether a call must pass the locked gate (the common case, a CLOUD `auto` session
     reading a file, records its start in one round trip without it)."""
-    return name in GATED_TOOLS or name in USER_TOOL_NAMES or state.execution_mode == "LOCAL"
+    return gated(name) or name in USER_TOOL_NAMES or state.execution_mode == "LOCAL"
+
+
+def gated(name: str) -> bool:
+    """Whether `ask` holds the call for an approval and `read_only` refuses it: file
+    changes, delegations and every MCP tool (an outside system: it may have side effects)."""
+    return name in GATED_TOOLS or is_mcp_name(name)
 
 
 @dataclass(frozen=True)
@@ -119,9 +127,10 @@ async def decide(uow: AbstractUnitOfWork, row: Row, call: dict[str, Any]) -> Dec
         if isinstance(question, str):
             return Decision(Gate.REFUSED, reason=question)
         return Decision(Gate.WAITING, (question, _phase("WAITING_INPUT")), starts=True)
-    if name in GATED_TOOLS and row["permission_level"] == "read_only":
-        return Decision(Gate.REFUSED, reason=READ_ONLY.format(tool=name))
-    if name in GATED_TOOLS and row["permission_level"] == "ask" and not await _approved(uow, row, call):
+    if gated(name) and row["permission_level"] == "read_only":
+        refused = READ_ONLY_MCP if is_mcp_name(name) else READ_ONLY
+        return Decision(Gate.REFUSED, reason=refused.format(tool=name))
+    if gated(name) and row["permission_level"] == "ask" and not await _approved(uow, row, call):
         request = we.ApprovalRequested(
             approval_id=uuid4(), tool_call_id=call["id"], tool=name, arguments=call["arguments"]
         )

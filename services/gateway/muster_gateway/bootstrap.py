@@ -15,6 +15,7 @@ from typing import Any
 
 from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse, Response
+from muster_agent.mcp_tools.pool import McpTools
 from muster_runtime.messaging import dispatch
 from muster_runtime.messaging.dispatch import Dispatcher
 from muster_runtime.messaging.kafka import publisher, start_producer
@@ -114,9 +115,13 @@ def build_app(settings: Settings, *, tokens: Mapping[str, str], kafka: bool = Tr
             background("fanout-poller", hub.run_poller)
             background("local-tools-poller", local.run_poller)
             uows = partial(PostgresUnitOfWork, pool)
+            mcp = McpTools.from_settings(settings)
+            stack.push_async_callback(mcp.close)
             shedder = Shedder(reads.turn_backlog, Thresholds.of(settings))
             admission = Admission(UserLimits.of(settings), shedder)
-            app.state.gateway = Gateway(settings, auth, metrics, reads, hub, local, uows, admission)
+            app.state.gateway = Gateway(
+                settings, auth, metrics, reads, hub, local, uows, mcp, admission=admission
+            )
             log.info("gateway_started instance_id=%s kafka=%s", settings.instance_id, kafka)
             try:
                 yield
@@ -133,7 +138,7 @@ def build_app(settings: Settings, *, tokens: Mapping[str, str], kafka: bool = Tr
     app.include_router(rest_events.router)
     app.include_router(ws.router)
     rest.install_error_handlers(app)
-    console.install(app)
+    console.install(app, settings)
 
     @app.get("/metrics", include_in_schema=False)
     async def prometheus() -> Response:

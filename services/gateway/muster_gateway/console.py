@@ -15,6 +15,7 @@ from pathlib import Path
 
 from fastapi import APIRouter, FastAPI
 from fastapi.responses import FileResponse, Response
+from muster_runtime.process.settings import Settings
 from starlette.middleware.gzip import GZipMiddleware
 from starlette.staticfiles import StaticFiles
 from starlette.types import Message, Receive, Scope, Send
@@ -82,7 +83,7 @@ class _Secured:
         await self._files(scope, receive, send_with_headers)
 
 
-def install(app: FastAPI) -> None:
-    app.state.allowed_origins = allowed_origins()
+def install(app: FastAPI, settings: Settings) -> None:
+    app.state.allowed_origins = allowed_origins(settings.allowed_origins)
     app.include_router(router)
     app.mount("/console", GZipMiddleware(_Secured(STATIC), minimum_size=512, compresslevel=9), name="console")

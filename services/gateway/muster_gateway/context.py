@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import cast
 
+from muster_agent.mcp_tools.pool import McpTools
 from muster_runtime.process.settings import Settings
 from muster_runtime.uow.unit_of_work import UnitOfWorkFactory
 from starlette.applications import Starlette
@@ -27,6 +28,7 @@ class Gateway:
     hub: Hub
     local: LocalTools
     uows: UnitOfWorkFactory  # what the decisions run on (one unit of work per decision)
+    mcp: McpTools | None = None  # the agents' MCP servers, for `/context` (ADR 0038)
     admission: Admission = field(default_factory=Admission)  # per-user limits (`limits.py`)
 
 

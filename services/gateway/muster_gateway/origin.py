@@ -15,16 +15,14 @@ from __future__ import annotations
 
 import base64
 import binascii
-import os
-from collections.abc import Mapping
 from urllib.parse import urlsplit
 
 SUBPROTOCOL = "muster"
 _BEARER = "bearer."
 
 
-def allowed_origins(environ: Mapping[str, str] = os.environ) -> frozenset[str]:
-    raw = environ.get("MUSTER_ALLOWED_ORIGINS", "")
+def allowed_origins(raw: str) -> frozenset[str]:
+    """The origins `MUSTER_ALLOWED_ORIGINS` lists (`Settings.allowed_origins`)."""
     return frozenset(_normal(item) for item in raw.split(",") if item.strip())
 
 

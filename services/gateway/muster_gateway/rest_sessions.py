@@ -11,6 +11,7 @@ from fastapi import APIRouter, Query, Response
 from muster_agent.agents import AgentRegistry, UnknownAgentType
 from muster_agent.context import model_messages
 from muster_agent.session_store import read_state
+from muster_agent.tools.schemas import tool_schemas
 
 from muster_gateway import management, schemas
 from muster_gateway import tree_schemas as ts
@@ -127,4 +128,7 @@ async def context(gw: GW, user: User, session_id: str) -> dict[str, Any]:
     except UnknownAgentType:
         raise GatewayError("conflict", f"unknown agent type {state.agent_type!r}") from None
     system, *messages = model_messages(agent, state)
-    return {"system": system["content"], "messages": messages}
+    tools = tool_schemas(agent.tools_for(state.session_type))
+    if gw.mcp is not None:
+        tools += await gw.mcp.schemas(agent)
+    return {"system": system["content"], "messages": messages, "tools": tools}

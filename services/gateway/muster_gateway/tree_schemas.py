@@ -56,3 +56,5 @@ class ModelContext(BaseModel):
 
     system: str
     messages: list[dict[str, Any]] = Field(default_factory=list)
+    # The tools it offers (OpenAI function tools): the agent's own, then its MCP servers'.
+    tools: list[dict[str, Any]] = Field(default_factory=list)

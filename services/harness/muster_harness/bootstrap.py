@@ -12,6 +12,7 @@ from muster_agent.agents import AgentRegistry
 from muster_agent.compaction import Budget
 from muster_agent.delegation import Delegator
 from muster_agent.loop import LoopDeps
+from muster_agent.mcp_tools.pool import McpTools
 from muster_agent.models import build_model
 from muster_agent.runners import Runners
 from muster_contracts.commands import SESSION_COMMANDS, AnySessionCommand, CancelSession, CompactSession
@@ -50,6 +51,7 @@ def build(settings: Settings) -> Harness:
                 agents=agents,
                 workspaces=settings.workspaces_dir,
                 budget=Budget(settings.context_tokens, settings.compaction_threshold),
+                mcp=McpTools.from_settings(settings),
                 delegation=Delegator(held.uow, agents, settings.execution_timeout_s),
             )
             harness.deps = HarnessDeps(loop=loop, runners=runners, lease_ttl_s=settings.lease_ttl_s)
@@ -57,6 +59,8 @@ def build(settings: Settings) -> Harness:
                 yield
             finally:
                 await runners.stop_all()
+                if loop.mcp is not None:
+                    await loop.mcp.close()  # stdio servers stop with the runners
 
     async def dispatch(command: AnySessionCommand) -> None:
         assert harness.deps is not None

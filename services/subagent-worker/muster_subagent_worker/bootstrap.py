@@ -12,6 +12,7 @@ from muster_agent.agents import AgentRegistry
 from muster_agent.compaction import Budget
 from muster_agent.executions import finish_execution
 from muster_agent.loop import LoopDeps
+from muster_agent.mcp_tools.pool import McpTools
 from muster_agent.models import build_model
 from muster_agent.runners import Runners
 from muster_contracts.commands import DELEGATION_COMMANDS, CancelExecution, RunExecution
@@ -54,6 +55,7 @@ def build(settings: Settings) -> Worker:
                 agents=AgentRegistry.load(settings.agents_file),
                 workspaces=settings.workspaces_dir,
                 budget=Budget(settings.context_tokens, settings.compaction_threshold),
+                mcp=McpTools.from_settings(settings),
                 on_close=finish_execution,
                 on_close_locks_parent=True,
             )
@@ -62,6 +64,8 @@ def build(settings: Settings) -> Worker:
                 yield
             finally:
                 await runners.stop_all()
+                if loop.mcp is not None:
+                    await loop.mcp.close()  # stdio servers stop with the runners
 
     async def dispatch(command: RunExecution | CancelExecution) -> None:
         assert worker.deps is not None

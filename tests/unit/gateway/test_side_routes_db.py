@@ -57,5 +57,6 @@ def test_a_side_task_over_the_socket_is_listed_and_explained(client: TestClient)
     assert [(i["sessionId"], i["title"], i["contextMode"]) for i in items] == [(side_id, "aside", "summary")]
     context = client.get(f"/v1/sessions/{side_id}/context", headers=ALICE).json()
     assert "not reported back" in context["system"] and context["messages"] == []
+    assert [t["function"]["name"] for t in context["tools"]][:2] == ["read_file", "write_file"]  # the tools offered
     assert client.get(f"/v1/sessions/{side_id}/context", headers=BOB).status_code == 404
     assert client.get("/v1/search", params={"q": "x\x00"}, headers=ALICE).status_code == 400

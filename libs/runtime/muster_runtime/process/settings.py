@@ -81,6 +81,9 @@ class Settings(BaseSettings):
     data_dir: Path = Field(Path(".muster"), validation_alias=_var("MUSTER_DATA_DIR"))
     gateway_host: str = Field("127.0.0.1", validation_alias=_var("MUSTER_GATEWAY_HOST"))
     gateway_port: int = Field(8765, validation_alias=_var("MUSTER_GATEWAY_PORT"))
+    # Origins besides the gateway's own whose pages may open the WebSocket (comma-separated,
+    # `*` for any): the console served elsewhere, say (muster_gateway.origin).
+    allowed_origins: str = Field("", validation_alias=_var("MUSTER_ALLOWED_ORIGINS"))
     # Off: frames are small JSON, and deflate cost the gateway a tenth of its CPU per turn.
     ws_compression: bool = Field(False, validation_alias=_var("MUSTER_WS_COMPRESSION"))
     instance_id: str = Field(
@@ -110,6 +113,10 @@ class Settings(BaseSettings):
     # of it past which the oldest turns are compacted before a model call.
     context_tokens: int = Field(128_000, validation_alias=_var("MUSTER_CONTEXT_TOKENS"))
     compaction_threshold: float = Field(0.8, gt=0, le=1, validation_alias=_var("MUSTER_COMPACTION_THRESHOLD"))
+    # MCP servers (agents.toml `mcp_servers`, ADR 0038): the time one tool call may take (a
+    # server may set its own `timeout_s`), and the time a server has to start and list its tools.
+    mcp_call_timeout_s: float = Field(60.0, gt=0, validation_alias=_var("MUSTER_MCP_CALL_TIMEOUT_S"))
+    mcp_start_timeout_s: float = Field(20.0, gt=0, validation_alias=_var("MUSTER_MCP_START_TIMEOUT_S"))
 
     # --- Kafka
     # Every fetch from the local broker costs it work per partition asked for (ADR 0026);
