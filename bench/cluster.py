@@ -42,6 +42,14 @@ class BenchCluster:
             MUSTER_DATA_DIR=str(self.data_dir),
             MUSTER_GATEWAY_PORT=str(free_port()),
             MUSTER_TOKENS=f"{self.token}=bench",
+            # One user offers the whole load: the per-user limits would cap it; the
+            # benches measure the cluster past saturation, so nothing is shed either.
+            MUSTER_USER_MAX_RUNNING="0",
+            MUSTER_USER_MAX_SOCKETS="0",
+            MUSTER_USER_MESSAGES_PER_MINUTE="0",
+            MUSTER_OVERLOAD_BACKLOG="0",
+            MUSTER_OVERLOAD_BACKLOG_AGE_MS="0",
+            MUSTER_OVERLOAD_POOL_WAIT_MS="0",
             MUSTER_LOG_LEVEL=os.environ.get("MUSTER_LOG_LEVEL", "WARNING"),
             PYTHONUNBUFFERED="1",
             **self.env_overrides,

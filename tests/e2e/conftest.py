@@ -263,6 +263,17 @@ def _safe_cmdline(proc: psutil.Process) -> list[str]:
         return ["?"]
 
 
+NO_USER_LIMITS = {
+    "MUSTER_USER_MAX_RUNNING": "0",
+    "MUSTER_USER_MAX_SOCKETS": "0",
+    "MUSTER_USER_MESSAGES_PER_MINUTE": "0",
+    # Chaos kills the harness on purpose: turns waiting for its takeover must not be shed.
+    "MUSTER_OVERLOAD_BACKLOG": "0",
+    "MUSTER_OVERLOAD_BACKLOG_AGE_MS": "0",
+    "MUSTER_OVERLOAD_POOL_WAIT_MS": "0",
+}
+
+
 def launcher_env(data_dir: Path, **overrides: str) -> dict[str, str]:
     env = dict(os.environ)
     # Ports of a developer's own `make run` must not leak into the test instances.
@@ -273,6 +284,9 @@ def launcher_env(data_dir: Path, **overrides: str) -> dict[str, str]:
         MUSTER_GATEWAY_PORT=str(free_port()),
         MUSTER_TOKENS=",".join(f"{token}={user}" for user, token in TOKENS.items()),
         PYTHONUNBUFFERED="1",
+        # The suites start turns far faster than a person: the per-user limits and the
+        # shedding are off here and set by the tests of the limits themselves (test_limits.py).
+        **NO_USER_LIMITS,
     )
     env.update(overrides)
     return env

@@ -31,9 +31,11 @@ from muster_gateway.asyncapi import asyncapi_schema
 from muster_gateway.auth import Authenticator
 from muster_gateway.context import Gateway
 from muster_gateway.fanout import Hub
+from muster_gateway.limits import Admission, UserLimits
 from muster_gateway.live_events import build_broker
 from muster_gateway.local_tools import LocalTools
 from muster_gateway.metrics import Metrics
+from muster_gateway.overload import Shedder, Thresholds
 from muster_gateway.postgres_reads import PostgresReads
 
 log = logging.getLogger("muster.gateway")
@@ -115,7 +117,11 @@ def build_app(settings: Settings, *, tokens: Mapping[str, str], kafka: bool = Tr
             uows = partial(PostgresUnitOfWork, pool)
             mcp = McpTools.from_settings(settings)
             stack.push_async_callback(mcp.close)
-            app.state.gateway = Gateway(settings, auth, metrics, reads, hub, local, uows, mcp)
+            shedder = Shedder(reads.turn_backlog, Thresholds.of(settings))
+            admission = Admission(UserLimits.of(settings), shedder)
+            app.state.gateway = Gateway(
+                settings, auth, metrics, reads, hub, local, uows, mcp, admission=admission
+            )
             log.info("gateway_started instance_id=%s kafka=%s", settings.instance_id, kafka)
             try:
                 yield

@@ -28,12 +28,20 @@ from muster_runtime.uow.unit_of_work import DuplicateKey, UnitOfWorkFactory
 from muster_gateway.deciding import metadata, not_subagent, owned, retried
 from muster_gateway.errors import GatewayError
 from muster_gateway.ids import parse_session_id
+from muster_gateway.limits import NO_LIMITS, TurnAdmission, admit_turn
 from muster_gateway.protocol import CreateSessionData, SendMessageData
 
 
 async def create_session(
-    uows: UnitOfWorkFactory, user_id: str, data: CreateSessionData, workspaces_dir: Path
+    uows: UnitOfWorkFactory,
+    user_id: str,
+    data: CreateSessionData,
+    workspaces_dir: Path,
+    *,
+    turns: TurnAdmission = NO_LIMITS,
 ) -> dict[str, Any]:
+    """A NORMAL session; with `content` its first turn starts, unless `turns` refuses a
+    new turn (`overloaded`, `quota_exceeded`: nothing is created)."""
     session_id = uuid4()
     stream = str(session_id)
     events: list[DomainEvent] = [
@@ -56,9 +64,11 @@ async def create_session(
                 message_id=message_id, client_message_id=data.clientMessageId, content=data.content
             )
         )
-    # Before the commit: the harness may start the turn the instant ProcessSession is out.
-    (workspaces_dir / stream).mkdir(parents=True, exist_ok=True)
     async with uows() as uow:
+        if message_id is not None:
+            await admit_turn(uow, user_id, turns)
+        # Before the commit: the harness may start the turn the instant ProcessSession is out.
+        (workspaces_dir / stream).mkdir(parents=True, exist_ok=True)
         await uow.append(
             stream, events, expected_version=0, metadata=metadata(user_id, session_id, message_id)
         )
@@ -72,11 +82,18 @@ async def create_session(
 
 
 async def send_message(
-    uows: UnitOfWorkFactory, user_id: str, raw_id: str, data: SendMessageData
+    uows: UnitOfWorkFactory,
+    user_id: str,
+    raw_id: str,
+    data: SendMessageData,
+    *,
+    turns: TurnAdmission = NO_LIMITS,
 ) -> dict[str, Any]:
     """Post a USER message: it starts a turn, or waits (`queued`) behind a turn under way
     or behind earlier input not yet started. A repeated `clientMessageId` is not posted
-    twice: the ack of the original is given again (`duplicate`)."""
+    twice: the ack of the original is given again (`duplicate`). A message that would
+    start a turn is refused when `turns` refuses a new turn (`overloaded`,
+    `quota_exceeded`); one that queues behind a turn under way is not."""
 
     async def decide() -> dict[str, Any]:
         message_id = uuid4()
@@ -84,6 +101,8 @@ async def send_message(
             session = await owned(uow, user_id, raw_id)
             not_subagent(session, "post to")
             queued = session.active or bool(await uow.queued_inputs(session.session_id))
+            if not queued:
+                await admit_turn(uow, user_id, turns)
             posted = UserMessageQueued(
                 message_id=message_id, client_message_id=data.clientMessageId, content=data.content
             )

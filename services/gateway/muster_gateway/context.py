@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import cast
 
 from muster_agent.mcp_tools.pool import McpTools
@@ -13,6 +13,7 @@ from starlette.applications import Starlette
 from muster_gateway.auth import Authenticator
 from muster_gateway.errors import GatewayError
 from muster_gateway.fanout import Hub
+from muster_gateway.limits import Admission
 from muster_gateway.local_tools import LocalTools
 from muster_gateway.metrics import Metrics
 from muster_gateway.read_port import ClientReads
@@ -28,6 +29,7 @@ class Gateway:
     local: LocalTools
     uows: UnitOfWorkFactory  # what the decisions run on (one unit of work per decision)
     mcp: McpTools | None = None  # the agents' MCP servers, for `/context` (ADR 0038)
+    admission: Admission = field(default_factory=Admission)  # per-user limits (`limits.py`)
 
 
 def gateway_of(app: Starlette) -> Gateway:

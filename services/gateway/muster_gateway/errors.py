@@ -15,6 +15,9 @@ ErrorCode = Literal[
     "unauthorized",
     "not_found",
     "conflict",
+    "rate_limited",
+    "quota_exceeded",
+    "overloaded",
     "internal",
 ]
 
@@ -25,6 +28,9 @@ HTTP_STATUS: dict[str, int] = {
     "unauthorized": 401,
     "not_found": 404,
     "conflict": 409,
+    "rate_limited": 429,
+    "quota_exceeded": 429,
+    "overloaded": 503,
     "internal": 500,
 }
 
@@ -34,10 +40,13 @@ SESSION_NOT_FOUND = "session not found"
 
 
 class GatewayError(Exception):
-    def __init__(self, code: ErrorCode, message: str) -> None:
+    def __init__(self, code: ErrorCode, message: str, *, retry_after_ms: int | None = None) -> None:
         super().__init__(message)
         self.code: ErrorCode = code
         self.message = message
+        # When to try again (`rate_limited`, `quota_exceeded`, `overloaded`): the frame's
+        # `data.retryAfterMs`, REST's `Retry-After` (whole seconds, rounded up).
+        self.retry_after_ms = retry_after_ms
 
     @property
     def status(self) -> int:
@@ -48,12 +57,26 @@ def not_found() -> GatewayError:
     return GatewayError("not_found", SESSION_NOT_FOUND)
 
 
-def rest_body(code: str, message: str) -> dict[str, Any]:
-    return {"error": {"code": code, "message": message}}
+def _body(code: str, message: str, retry_after_ms: int | None) -> dict[str, Any]:
+    body: dict[str, Any] = {"code": code, "message": message}
+    if retry_after_ms is not None:
+        body["retryAfterMs"] = retry_after_ms
+    return body
 
 
-def ws_frame(code: str, message: str, frame_id: Any = None) -> dict[str, Any]:
-    frame: dict[str, Any] = {"type": "error", "data": {"code": code, "message": message}}
+def retry_after_header(retry_after_ms: int) -> str:
+    """`Retry-After` in whole seconds, never less than the hint."""
+    return str(max(1, -(-retry_after_ms // 1000)))
+
+
+def rest_body(code: str, message: str, retry_after_ms: int | None = None) -> dict[str, Any]:
+    return {"error": _body(code, message, retry_after_ms)}
+
+
+def ws_frame(
+    code: str, message: str, frame_id: Any = None, retry_after_ms: int | None = None
+) -> dict[str, Any]:
+    frame: dict[str, Any] = {"type": "error", "data": _body(code, message, retry_after_ms)}
     if frame_id is not None:
         frame["id"] = frame_id
     return frame

@@ -1,7 +1,8 @@
 """The client's reads (`read_port.ClientReads`) on PostgreSQL. The statements live in the
 modules this adapter composes, one per read model: `queries` (sessions, message pages,
 executions), `file_changes`, `tree_queries` (side tasks, search), `wait_queries`,
-`streams` (subscriptions, the hub's fetch, health) and `recovery_queries`."""
+`streams` (subscriptions, the hub's fetch, health), `recovery_queries` and
+`overload_queries`."""
 
 from __future__ import annotations
 
@@ -11,8 +12,9 @@ from uuid import UUID
 
 from muster_runtime.process.db import Pool
 
-from muster_gateway import queries, recovery_queries, streams, tree_queries, wait_queries
+from muster_gateway import overload_queries, queries, recovery_queries, streams, tree_queries, wait_queries
 from muster_gateway.fanout import Cursor, EventRow
+from muster_gateway.overload import Backlog
 from muster_gateway.read_port import ClientReads, Item
 from muster_gateway.recovery_metrics import RecoverySnapshot
 
@@ -81,6 +83,9 @@ class PostgresReads(ClientReads):
 
     async def recovery_figures(self) -> RecoverySnapshot | None:
         return await recovery_queries.read(self._pool)
+
+    async def turn_backlog(self) -> Backlog:
+        return await overload_queries.backlog(self._pool)
 
     async def healthy(self) -> bool:
         return await streams.healthy(self._pool)

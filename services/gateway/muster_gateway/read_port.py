@@ -16,6 +16,7 @@ from typing import Any
 from uuid import UUID
 
 from muster_gateway.fanout import Cursor, EventRow
+from muster_gateway.overload import Backlog
 from muster_gateway.recovery_metrics import RecoverySnapshot
 
 Item = dict[str, Any]  # an item of a REST answer, in its public (camelCase) shape
@@ -84,6 +85,10 @@ class ClientReads(abc.ABC):
     @abc.abstractmethod
     async def recovery_figures(self) -> RecoverySnapshot | None:
         """The recovery figures as of now, None when the store cannot answer."""
+
+    @abc.abstractmethod
+    async def turn_backlog(self) -> Backlog:
+        """The overload signal: turns accepted and not yet started, cluster-wide."""
 
     @abc.abstractmethod
     async def healthy(self) -> bool: ...

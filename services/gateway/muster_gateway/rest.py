@@ -14,7 +14,7 @@ from starlette.exceptions import HTTPException
 from muster_gateway import commands, schemas
 from muster_gateway.auth import bearer_token
 from muster_gateway.context import Gateway, gateway_of
-from muster_gateway.errors import GatewayError, rest_body
+from muster_gateway.errors import GatewayError, rest_body, retry_after_header
 from muster_gateway.validation import describe_errors
 
 log = logging.getLogger("muster.gateway.rest")
@@ -126,12 +126,13 @@ async def list_executions(
     "/v1/sessions/{session_id}/compact",
     status_code=202,
     response_model=schemas.CompactionAccepted,
-    responses={**_ERRORS, 409: {"model": schemas.ErrorBody}},
+    responses={**_ERRORS, 409: {"model": schemas.ErrorBody}, 429: {"model": schemas.ErrorBody}},
 )
 async def compact_session(gw: GW, user: User, session_id: str) -> dict[str, Any]:
     """Compact an idle session now: every turn but the latest is summarised by the
     session's model (`compaction_recorded` follows on its stream). `conflict` while a turn
     runs; messages stay stored, only the model's context shrinks."""
+    gw.admission.rates.admit(user)  # a compaction is work: it counts as a message
     return await commands.request_compaction(gw.uows, user, session_id)
 
 
@@ -153,6 +154,10 @@ def install_error_handlers(app: FastAPI) -> None:
         _count(request, exc.code)
         if exc.code == "unauthorized":
             return _error(exc.code, exc.message, exc.status, **{"WWW-Authenticate": "Bearer"})
+        if exc.retry_after_ms is not None:
+            body = rest_body(exc.code, exc.message, exc.retry_after_ms)
+            headers = {"Retry-After": retry_after_header(exc.retry_after_ms)}
+            return JSONResponse(body, status_code=exc.status, headers=headers)
         return _error(exc.code, exc.message, exc.status)
 
     async def validation_error(request: Request, exc: Exception) -> Response:

@@ -14,6 +14,8 @@ from pydantic import BaseModel
 class ErrorDetail(BaseModel):
     code: str
     message: str
+    # `rate_limited`, `quota_exceeded`, `overloaded`: when to retry (also `Retry-After`).
+    retryAfterMs: int | None = None
 
 
 class ErrorBody(BaseModel):

@@ -28,6 +28,7 @@ from muster_runtime.uow.unit_of_work import AbstractUnitOfWork, UnitOfWorkFactor
 from muster_gateway.deciding import metadata, owned, retried
 from muster_gateway.errors import GatewayError
 from muster_gateway.fork_cut import complete_prefix
+from muster_gateway.limits import NO_LIMITS, TurnAdmission, admit_turn
 from muster_gateway.protocol import CreateSideSessionData
 
 SUMMARY_MESSAGES = 10
@@ -35,13 +36,20 @@ SUMMARY_CHARS = 300
 
 
 async def create_side_session(
-    uows: UnitOfWorkFactory, user_id: str, raw_source: str, data: CreateSideSessionData
+    uows: UnitOfWorkFactory,
+    user_id: str,
+    raw_source: str,
+    data: CreateSideSessionData,
+    *,
+    turns: TurnAdmission = NO_LIMITS,
 ) -> dict[str, Any]:
-    return await retried(lambda: _create(uows, user_id, raw_source, data))
+    """The side task and its first turn, unless `turns` refuses a new turn (`overloaded`,
+    `quota_exceeded`: nothing is created)."""
+    return await retried(lambda: _create(uows, user_id, raw_source, data, turns))
 
 
 async def _create(
-    uows: UnitOfWorkFactory, user_id: str, raw_source: str, data: CreateSideSessionData
+    uows: UnitOfWorkFactory, user_id: str, raw_source: str, data: CreateSideSessionData, turns: TurnAdmission
 ) -> dict[str, Any]:
     side_id, message_id = uuid4(), uuid4()
     async with uows() as uow:
@@ -50,6 +58,7 @@ async def _create(
             raise GatewayError("conflict", "a subagent session cannot have side tasks; use its parent")
         if data.forkFromMessageId is not None and data.contextMode != "fork":
             raise GatewayError("bad_request", "data.forkFromMessageId: only with contextMode 'fork'")
+        await admit_turn(uow, user_id, turns)
         background = await _summary(uow, source.session_id) if data.contextMode == "summary" else None
         events: list[DomainEvent] = [
             SessionCreated(

@@ -18,14 +18,15 @@ from typing import Any
 from uuid import uuid4
 
 from fastapi import APIRouter, WebSocket
+from fastapi.responses import JSONResponse
 from muster_runtime.process import tracing
 from muster_runtime.store import lineage
 from starlette.websockets import WebSocketDisconnect
 
-from muster_gateway import commands, origin, side_sessions, ws_waits
+from muster_gateway import commands, limits, origin, side_sessions, ws_waits
 from muster_gateway.auth import bearer_token
 from muster_gateway.context import Gateway, gateway_of
-from muster_gateway.errors import GatewayError, ws_frame
+from muster_gateway.errors import GatewayError, rest_body, ws_frame
 from muster_gateway.fanout import Cursor
 from muster_gateway.ids import parse_session_id
 from muster_gateway.protocol import Frame, FrameError, parse_frame
@@ -37,6 +38,7 @@ MAX_PENDING = 10_000  # frames queued for one client before it counts as too slo
 CLOSE_UNAUTHORIZED = 4401
 CLOSE_TOO_SLOW = 1013  # "try again later": reconnect and resubscribe with afterPosition
 CLOSE_FORBIDDEN_ORIGIN = 4403  # refused before the handshake completes: HTTP 403
+CLOSE_TRY_AGAIN = 1013
 
 
 class Client:
@@ -79,21 +81,27 @@ Handler = Callable[[Gateway, Client, Frame], Awaitable[None]]
 
 
 async def _create_session(gw: Gateway, client: Client, frame: Frame) -> None:
-    ack = await commands.create_session(gw.uows, client.user_id, frame.data, gw.settings.workspaces_dir)
+    ack = await commands.create_session(
+        gw.uows, client.user_id, frame.data, gw.settings.workspaces_dir, turns=await gw.admission.turns()
+    )
     client.reply("ack", frame.id, ack)
     gw.hub.subscribe(client, ack["sessionId"], Cursor(0, 0))  # all of its events, in order
 
 
 async def _create_side_session(gw: Gateway, client: Client, frame: Frame) -> None:
     assert frame.session_id is not None
-    ack = await side_sessions.create_side_session(gw.uows, client.user_id, frame.session_id, frame.data)
+    ack = await side_sessions.create_side_session(
+        gw.uows, client.user_id, frame.session_id, frame.data, turns=await gw.admission.turns()
+    )
     client.reply("ack", frame.id, ack)
     gw.hub.subscribe(client, ack["sessionId"], Cursor(0, 0))  # all of its events, in order
 
 
 async def _send_message(gw: Gateway, client: Client, frame: Frame) -> None:
     assert frame.session_id is not None
-    ack = await commands.send_message(gw.uows, client.user_id, frame.session_id, frame.data)
+    ack = await commands.send_message(
+        gw.uows, client.user_id, frame.session_id, frame.data, turns=await gw.admission.turns()
+    )
     client.reply("ack", frame.id, ack)
 
 
@@ -145,6 +153,9 @@ HANDLERS: dict[str, Handler] = {
 
 # Frames that write, and so cause work elsewhere: each is the root of a trace.
 TRACED = frozenset({"create_session", "send_message", "create_side_session", "cancel"})
+# Frames that start work: each spends one of the user's messages a minute (`limits.py`).
+# Cancel, answers and tool results never do: they end or unblock admitted work.
+RATED = frozenset({"create_session", "send_message", "create_side_session"})
 
 
 async def _serve(gw: Gateway, client: Client, raw: str | bytes) -> None:
@@ -154,6 +165,8 @@ async def _serve(gw: Gateway, client: Client, raw: str | bytes) -> None:
         frame = parse_frame(raw)
         frame_type, frame_id = frame.type, frame.id
         gw.metrics.frame(frame_type)
+        if frame.type in RATED:
+            gw.admission.rates.admit(client.user_id)
         if frame.type in TRACED:
             # The root of the trace, and of the lineage, of everything this frame causes
             # (ADR 0017); a frame that posts input names that input instead.
@@ -170,7 +183,8 @@ async def _serve(gw: Gateway, client: Client, raw: str | bytes) -> None:
             gw.metrics.frame("invalid")
             frame_id = exc.frame_id
         gw.metrics.errors.labels(exc.code).inc()
-        client.push(ws_frame(exc.code, exc.message, frame_id))
+        retry_after_ms = exc.retry_after_ms if isinstance(exc, GatewayError) else None
+        client.push(ws_frame(exc.code, exc.message, frame_id, retry_after_ms))
     except Exception as exc:
         log.error("ws_frame_failed type=%s error=%s", frame_type, type(exc).__name__, exc_info=exc)
         gw.metrics.errors.labels("internal").inc()
@@ -194,6 +208,33 @@ async def websocket(ws: WebSocket) -> None:
         or origin.subprotocol_token(offered)
     )
     user_id = gw.auth.user_for(token)
+    if user_id is not None and not gw.admission.sockets.open(user_id):
+        await _refuse_socket(gw, ws)
+        return
+    try:
+        await _connected(gw, ws, user_id, offered)
+    finally:
+        if user_id is not None:
+            gw.admission.sockets.close(user_id)
+
+
+async def _refuse_socket(gw: Gateway, ws: WebSocket) -> None:
+    """Over `MUSTER_USER_MAX_SOCKETS`: the handshake is answered 429 with `Retry-After`."""
+    gw.metrics.errors.labels("quota_exceeded").inc()
+    retry_ms = limits.SOCKETS_RETRY_AFTER_S * 1000
+    message = f"more than {gw.admission.limits.max_sockets} open WebSockets for this user"
+    response = JSONResponse(
+        rest_body("quota_exceeded", message, retry_ms),
+        status_code=429,
+        headers={"Retry-After": str(limits.SOCKETS_RETRY_AFTER_S)},
+    )
+    try:
+        await ws.send_denial_response(response)
+    except RuntimeError:  # a server without the denial extension: refused all the same (403)
+        await ws.close(CLOSE_TRY_AGAIN, "too many open sockets")
+
+
+async def _connected(gw: Gateway, ws: WebSocket, user_id: str | None, offered: list[str]) -> None:
     await ws.accept(subprotocol=origin.SUBPROTOCOL if origin.SUBPROTOCOL in offered else None)
     if user_id is None:
         gw.metrics.errors.labels("unauthorized").inc()

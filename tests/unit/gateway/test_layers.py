@@ -15,7 +15,7 @@ from muster_agent import answers
 
 PACKAGE = Path(muster_gateway.__file__).parent
 ANSWERS = Path(answers.__file__ or "")
-DECISIONS = ["commands.py", "management.py", "side_sessions.py", "deciding.py"]
+DECISIONS = ["commands.py", "management.py", "side_sessions.py", "deciding.py", "limits.py", "overload.py"]
 HANDLERS = [
     "rest.py",
     "rest_sessions.py",
@@ -35,6 +35,7 @@ SQL_MODULES = {
     "streams",
     "file_changes",
     "recovery_queries",
+    "overload_queries",
     "postgres_reads",
 }
 SQL = re.compile(r"\b(SELECT|INSERT|UPDATE|DELETE)\b.*\b(FROM|INTO|SET|WHERE)\b", re.S)

@@ -230,3 +230,35 @@ async def test_writers_that_lock_the_session_first_never_lose_a_race(work: Harne
     async with work.uow() as uow:
         assert {i.message_id for i in await uow.queued_inputs(sid)} == set(posted)
         assert [e.stream_version for e in await uow.read_stream(str(sid))] == list(range(1, 10))
+
+
+@covers("running_trees")
+async def test_running_trees_counts_each_tree_with_a_turn_under_way_once(work: Harness) -> None:
+    user = f"quota-{uuid4()}"  # a user of this test only, whatever else the store holds
+
+    async def root(*events: ev.DomainEvent) -> UUID:
+        sid = uuid4()
+        created = ev.SessionCreated(session_id=sid, user_id=user, root_session_id=sid)
+        await _append(work, sid, created, *events)
+        return sid
+
+    async def running() -> int:
+        async with work.uow() as uow:
+            return await uow.running_trees(user)
+
+    assert await running() == 0
+    busy = await root(ev.SessionPhaseChanged(phase="RUNNING"))
+    await root(ev.SessionPhaseChanged(phase="COMPLETED"))
+    assert await running() == 1
+    # A side task of a running tree adds no tree; a waiting one and a queued input do.
+    side = uuid4()
+    await _append(work, side, ev.SessionCreated(
+        session_id=side, user_id=user, session_type="SIDE_TASK", parent_session_id=busy,
+        root_session_id=busy), ev.SessionPhaseChanged(phase="RUNNING"))  # fmt: skip
+    await root(ev.SessionPhaseChanged(phase="WAITING_APPROVAL"))
+    queued = await root(ev.UserMessageQueued(message_id=uuid4(), content="go"))
+    assert await running() == 3
+    await _append(work, queued, se.SessionDeleted())
+    assert await running() == 2
+    async with work.uow() as uow:
+        assert await uow.running_trees("nobody-at-all") == 0

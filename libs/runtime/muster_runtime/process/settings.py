@@ -167,6 +167,31 @@ class Settings(BaseSettings):
     command_max_timeout_s: float = Field(600.0, gt=0, validation_alias=_var("MUSTER_COMMAND_MAX_TIMEOUT_S"))
     unsafe_commands: bool = Field(False, validation_alias=_var("MUSTER_UNSAFE_COMMANDS"))
 
+    # --- per-user limits (DESIGN §7, ADR 0041); 0 turns a limit off. Each gateway instance
+    # enforces them for the clients it serves. Trees with a turn under way (queued input
+    # not yet started included): ten is more than a person follows at once, and bounds
+    # what one user's script can put on the cluster.
+    user_max_running: int = Field(10, ge=0, validation_alias=_var("MUSTER_USER_MAX_RUNNING"))
+    # Open WebSockets: a console tab, the CLI and a LOCAL client each hold one; 32 leaves
+    # room for many tabs and reconnects still closing, and stops a leak or a loop early.
+    user_max_sockets: int = Field(32, ge=0, validation_alias=_var("MUSTER_USER_MAX_SOCKETS"))
+    # Frames and requests that start work (create_session, send_message,
+    # create_side_session, a compaction), a token bucket refilled at this rate a minute
+    # holding as many: a person types far less; a burst of a minute's worth still passes.
+    user_messages_per_minute: int = Field(120, ge=0, validation_alias=_var("MUSTER_USER_MESSAGES_PER_MINUTE"))
+
+    # --- overload shedding (ADR 0041): new turns are refused with `overloaded` past any
+    # of these; 0 turns one off. Turns accepted and not yet started, cluster-wide: about
+    # 15 s of work at the local cluster's saturation (~35 turns/s).
+    overload_backlog: int = Field(500, ge=0, validation_alias=_var("MUSTER_OVERLOAD_BACKLOG"))
+    # The oldest of them has waited this long: a turn normally starts within tens of ms,
+    # and a harness restart's takeover within the lease (10 s) and a reconcile (2 s).
+    overload_backlog_age_ms: int = Field(
+        20_000, ge=0, validation_alias=_var("MUSTER_OVERLOAD_BACKLOG_AGE_MS")
+    )
+    # The gateway waited this long for a database connection to read the backlog.
+    overload_pool_wait_ms: int = Field(1_000, ge=0, validation_alias=_var("MUSTER_OVERLOAD_POOL_WAIT_MS"))
+
     # --- tracing: on only when an OTLP endpoint is configured (the standard OTEL_*
     # variables; the exporter reads the rest of them itself): off, no tracer exists (ADR 0017).
     otel_endpoint: str = Field(

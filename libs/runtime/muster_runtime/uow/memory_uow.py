@@ -25,6 +25,7 @@ from muster_runtime.store.eventstore import ConcurrencyError, Recorded, StoredEv
 from muster_runtime.uow import memory_trees
 from muster_runtime.uow.aggregates import Compaction, Input, Message, Session, Wait
 from muster_runtime.uow.memory_projection import Tables, project
+from muster_runtime.uow.phases import ACTIVE_PHASES
 from muster_runtime.uow.recovery_views import TreeStatus
 from muster_runtime.uow.unit_of_work import (
     OPEN_STATUSES,
@@ -410,3 +411,15 @@ class InMemoryUnitOfWork(AbstractUnitOfWork):
     async def compaction(self, session_id: UUID) -> Compaction | None:
         row = self._tables.compactions.get(session_id)
         return Compaction.of(row) if row is not None else None
+
+    async def running_trees(self, user_id: str) -> int:
+        queued = {i["session_id"] for i in self._tables.inputs.values() if i["state"] == "QUEUED"}
+        return len(
+            {
+                s["root_session_id"]
+                for s in self._tables.sessions.values()
+                if s["user_id"] == user_id
+                and not s.get("deleted", False)
+                and (s["phase"] in ACTIVE_PHASES or s["session_id"] in queued)
+            }
+        )

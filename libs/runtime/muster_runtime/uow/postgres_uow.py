@@ -36,6 +36,7 @@ from muster_runtime.store import eventstore
 from muster_runtime.store.eventstore import StoredEvent
 from muster_runtime.uow import batched, leases, postgres_trees, quiet_close, tracking
 from muster_runtime.uow.aggregates import Compaction, Input, Message, Session, Wait
+from muster_runtime.uow.phases import ACTIVE_PHASES
 from muster_runtime.uow.postgres_queries import (
     CLAIM_RUNNING_SESSION,
     CLAIM_SESSION,
@@ -62,6 +63,15 @@ from muster_runtime.uow.unit_of_work import (
     SessionClaim,
     SessionSnapshot,
 )
+
+# The user's trees with a turn under way (`running_trees`): their sessions by the
+# `sessions_user_type` index, queued input by `session_inputs_queued`.
+RUNNING_TREES = """
+SELECT count(DISTINCT s.root_session_id) FROM sessions s
+WHERE s.user_id = $1 AND NOT s.deleted
+  AND (s.phase = ANY($2::text[])
+       OR EXISTS (SELECT 1 FROM session_inputs i WHERE i.session_id = s.session_id AND i.state = 'QUEUED'))
+"""
 
 
 @dataclass(frozen=True)
@@ -498,6 +508,10 @@ class PostgresUnitOfWork(AbstractUnitOfWork):
             "SELECT * FROM compactions WHERE session_id = $1", session_id
         )
         return Compaction.of(row) if row is not None else None
+
+    async def running_trees(self, user_id: str) -> int:
+        count: int = await (await self._reader()).fetchval(RUNNING_TREES, user_id, list(ACTIVE_PHASES))
+        return count
 
     async def __aexit__(
         self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None

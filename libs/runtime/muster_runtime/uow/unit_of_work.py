@@ -337,6 +337,12 @@ class AbstractUnitOfWork(abc.ABC):
     async def compaction(self, session_id: UUID) -> Compaction | None:
         """The session's latest compaction, if any."""
 
+    @abc.abstractmethod
+    async def running_trees(self, user_id: str) -> int:
+        """How many of the user's session trees have a turn under way: a session of the
+        tree, not deleted, in an active phase (`phases.ACTIVE_PHASES`) or with input
+        accepted and not yet started. The per-user quota counts it (ADR 0041)."""
+
 
 class DuplicateKey(Exception):
     """A decision wrote a row whose unique key was taken (raised by both implementations,

@@ -1,0 +1,113 @@
+"""Overload shedding (issue 38, ADR 0041): while the cluster is saturated, new turns are
+refused with `overloaded` and a retry hint instead of queueing without bound.
+
+The signal is what the gateway can see cheaply: the backlog of turns accepted and not yet
+started (input queued on a session no harness has started: the `ProcessSession` commands
+not yet claimed), its oldest entry's wait, and how long the gateway waited for a database
+connection to read them. One read over the projections (`ClientReads.turn_backlog`), at
+most every `SAMPLE_EVERY_S` whatever the request rate, shared by every request of the
+instance. `shedding` is the rule, a pure function of a sample and the thresholds.
+
+Cancel, answers and LOCAL results are never shed: they end or unblock admitted work, so
+admitting them is what drains the backlog.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+
+from muster_runtime.process.settings import Settings
+
+log = logging.getLogger("muster.gateway.overload")
+
+SAMPLE_EVERY_S = 0.5
+MIN_RETRY_AFTER_MS = 1_000
+MAX_RETRY_AFTER_MS = 30_000
+
+
+@dataclass(frozen=True)
+class Backlog:
+    """A sample: turns accepted and not yet started, the oldest one's wait, and how long
+    reading them waited for a database connection."""
+
+    waiting: int
+    oldest_wait_ms: float
+    pool_wait_ms: float = 0.0
+
+
+@dataclass(frozen=True)
+class Thresholds:
+    """Past any of them new turns are shed; 0 turns one off."""
+
+    backlog: int = 0
+    backlog_age_ms: int = 0
+    pool_wait_ms: int = 0
+
+    @classmethod
+    def of(cls, settings: Settings) -> Thresholds:
+        return cls(
+            settings.overload_backlog, settings.overload_backlog_age_ms, settings.overload_pool_wait_ms
+        )
+
+    @property
+    def off(self) -> bool:
+        return not (self.backlog or self.backlog_age_ms or self.pool_wait_ms)
+
+
+def shedding(sample: Backlog, limits: Thresholds) -> int | None:
+    """None: admit new turns. Else the retry hint in ms: the oldest waiting turn's wait
+    (what a turn admitted now would wait behind), between 1 s and 30 s."""
+    old = sample.waiting > 0 and sample.oldest_wait_ms >= limits.backlog_age_ms
+    over = (
+        (limits.backlog > 0 and sample.waiting >= limits.backlog)
+        or (limits.backlog_age_ms > 0 and old)
+        or (limits.pool_wait_ms > 0 and sample.pool_wait_ms >= limits.pool_wait_ms)
+    )
+    if not over:
+        return None
+    return int(min(MAX_RETRY_AFTER_MS, max(MIN_RETRY_AFTER_MS, sample.oldest_wait_ms)))
+
+
+Read = Callable[[], Awaitable[Backlog]]
+
+
+class Shedder:
+    """The instance's view of the cluster's load: a sample at most every `every_s`, read
+    once however many requests ask meanwhile. A failed read admits (the decision that
+    follows meets the same failure and reports it)."""
+
+    def __init__(
+        self, read: Read, limits: Thresholds, *, every_s: float = SAMPLE_EVERY_S,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:  # fmt: skip
+        self._read = read
+        self.limits = limits
+        self._every_s = every_s
+        self._clock = clock
+        self._sample: Backlog | None = None
+        self._taken = float("-inf")
+        self._lock = asyncio.Lock()
+
+    async def retry_after_ms(self) -> int | None:
+        """None while new turns are admitted; else `overloaded`'s retry hint."""
+        if self.limits.off:
+            return None
+        sample = await self.sample()
+        return None if sample is None else shedding(sample, self.limits)
+
+    async def sample(self) -> Backlog | None:
+        if self._clock() - self._taken < self._every_s:
+            return self._sample
+        async with self._lock:
+            if self._clock() - self._taken >= self._every_s:  # nobody read it meanwhile
+                try:
+                    self._sample = await self._read()
+                except Exception as exc:
+                    log.warning("overload_sample_failed error=%s", type(exc).__name__)
+                    self._sample = None
+                self._taken = self._clock()
+        return self._sample

@@ -1,0 +1,197 @@
+"""Per-user limits through a running cluster (DESIGN §7, ADR 0041), on a private cluster
+with low limits: sockets over the limit refused with 429, messages over the rate refused
+with `rate_limited`, running trees over the quota refused with `quota_exceeded`; cancel
+always admitted, nothing already started affected, and another user's turn completes
+while the first one is refused. And overload shedding, on another one: with the harness
+frozen, turns pile up unstarted until new ones are refused with `overloaded`; cancel is
+admitted, and once the harness runs again every admitted turn completes once."""
+
+from __future__ import annotations
+
+import asyncio
+import signal
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import httpx
+import pytest
+from websockets.asyncio.client import connect
+from websockets.exceptions import InvalidStatus
+
+from .conftest import TOKENS, Launch, Launcher
+from .wsclient import Client, Rest, script
+
+pytestmark = pytest.mark.e2e
+
+USERS = {**TOKENS, "carol": "tok-carol", "dave": "tok-dave"}
+MAX_RUNNING = 1
+MAX_SOCKETS = 2
+PER_MINUTE = 4  # one message back every 15 s: far longer than each test's own steps
+
+
+@pytest.fixture(scope="module")
+def limited(launch: Launch) -> Iterator[Launcher]:
+    cluster = launch(
+        MUSTER_TOKENS=",".join(f"{token}={user}" for user, token in USERS.items()),
+        MUSTER_USER_MAX_RUNNING=str(MAX_RUNNING),
+        MUSTER_USER_MAX_SOCKETS=str(MAX_SOCKETS),
+        MUSTER_USER_MESSAGES_PER_MINUTE=str(PER_MINUTE),
+    )
+    yield cluster
+    cluster.stop()
+
+
+async def refused_handshake(cluster: Launcher, user: str) -> InvalidStatus | None:
+    """The handshake's refusal, or None when the socket was accepted (and closed again)."""
+    try:
+        async with connect(f"{cluster.ws_url}?token={USERS[user]}", open_timeout=15):
+            return None
+    except InvalidStatus as refused:
+        return refused
+
+
+async def error_data(client: Client, type_: str, session_id: str | None = None,
+                     data: dict[str, Any] | None = None) -> dict[str, Any]:
+    reply = await client.request(type_, session_id, data)
+    assert reply["type"] == "error", reply
+    return dict(reply["data"])
+
+
+async def test_sockets_over_the_limit_are_refused_with_429(limited: Launcher) -> None:
+    held = [await Client.connect(limited.ws_url, USERS["alice"]) for _ in range(MAX_SOCKETS)]
+    try:
+        refused = await refused_handshake(limited, "alice")
+        assert refused is not None, "a socket over the limit was accepted"
+        assert refused.response.status_code == 429
+        assert int(refused.response.headers["Retry-After"]) >= 1
+        assert b"quota_exceeded" in refused.response.body
+        # Another user is not counted against alice's sockets; alice's own still work.
+        assert await refused_handshake(limited, "bob") is None
+        assert all([(await c.request("ping"))["type"] == "pong" for c in held])
+        # A closed socket frees its place (the gateway counts it closed when it sees the close).
+        await held.pop().close()
+        deadline = time.monotonic() + 15
+        while await refused_handshake(limited, "alice") is not None:
+            assert time.monotonic() < deadline, "a closed socket's place was never freed"
+            await asyncio.sleep(0.1)  # polling for the condition
+    finally:
+        for client in held:
+            await client.close()
+
+
+async def test_running_trees_over_the_quota_are_refused_and_another_user_is_not(limited: Launcher) -> None:
+    alice = await Client.connect(limited.ws_url, USERS["alice"])
+    bob = await Client.connect(limited.ws_url, USERS["bob"])
+    try:
+        slow = await alice.ack("create_session", data={"content": script({"content": "slow", "delay_ms": 60_000})})
+        running = slow["sessionId"]
+        await alice.wait_phase(running, ("RUNNING",))
+        refused = await error_data(alice, "create_session", data={"content": script({"content": "more"})})
+        assert refused["code"] == "quota_exceeded" and refused["retryAfterMs"] > 0, refused
+        # Another user's turn runs to its end meanwhile.
+        done = await bob.run_turn(script({"content": "bob's turn"}))
+        assert bob.phases(done)[-1] == "COMPLETED"
+        # Nothing alice started is touched: her running session takes a queued message...
+        queued = await alice.ack("send_message", running, {"content": "after this"})
+        assert queued["queued"] is True
+        assert alice.phases(running)[-1] == "RUNNING"
+        # ...and cancel is always admitted; the tree it ends frees the quota.
+        await alice.ack("cancel", running)
+        await alice.wait_phase(running, ("CANCELLED",))
+        admitted = await alice.ack("create_session", data={"content": script({"content": "now"})})
+        await alice.wait_phase(admitted["sessionId"])
+        assert alice.phases(admitted["sessionId"])[-1] == "COMPLETED"
+    finally:
+        await alice.close()
+        await bob.close()
+
+
+async def test_messages_over_the_rate_are_refused_with_retry_after(limited: Launcher) -> None:
+    carol = await Client.connect(limited.ws_url, USERS["carol"])
+    dave = await Client.connect(limited.ws_url, USERS["dave"])
+    rest = Rest(limited.gateway_url, USERS["carol"])
+    try:
+        first = (await carol.ack("create_session", data={}))["sessionId"]
+        admitted, refused = 1, None
+        while refused is None and admitted < PER_MINUTE + 2:
+            reply = await carol.request("create_session", data={})
+            if reply["type"] == "ack":
+                admitted += 1
+            else:
+                refused = dict(reply["data"])
+        assert refused is not None, f"{admitted} messages admitted at {PER_MINUTE} a minute"
+        assert admitted >= PER_MINUTE
+        assert refused["code"] == "rate_limited" and 0 < refused["retryAfterMs"] <= 60_000 // PER_MINUTE
+        # The socket stays open, cancel is admitted, and REST refuses work with 429.
+        assert (await carol.request("ping"))["type"] == "pong"
+        await carol.ack("cancel", first)
+        response: httpx.Response = await rest.http.post(f"/v1/sessions/{first}/compact")
+        assert response.status_code == 429, response.text
+        assert int(response.headers["Retry-After"]) >= 1
+        assert response.json()["error"]["code"] == "rate_limited"
+        assert response.json()["error"]["retryAfterMs"] > 0
+        # Another user is not slowed: dave's turn completes while carol is refused.
+        done = await dave.run_turn(script({"content": "dave's turn"}))
+        assert dave.phases(done)[-1] == "COMPLETED"
+        still = await error_data(carol, "send_message", first, {"content": "again"})
+        assert still["code"] == "rate_limited"
+    finally:
+        await rest.close()
+        await carol.close()
+        await dave.close()
+
+
+BACKLOG = 3
+
+
+@pytest.fixture(scope="module")
+def saturable(launch: Launch) -> Iterator[Launcher]:
+    cluster = launch(MUSTER_OVERLOAD_BACKLOG=str(BACKLOG))
+    yield cluster
+    cluster.stop()
+
+
+async def test_new_turns_are_shed_while_the_backlog_is_over_its_threshold(saturable: Launcher) -> None:
+    alice = await Client.connect(saturable.ws_url, TOKENS["alice"])
+    bob = await Client.connect(saturable.ws_url, TOKENS["bob"])
+    frozen = saturable.signal_all("harness", signal.SIGSTOP)
+    assert frozen
+    try:
+        waiting = [
+            (alice, (await alice.ack("create_session", data={"content": script({"content": f"queued {n}"})}))[
+                "sessionId"
+            ])
+            for n in range(BACKLOG)
+        ]
+        # The gateway samples the backlog twice a second: refused once it has seen it.
+        deadline = time.monotonic() + 15
+        while (reply := await bob.request("create_session", data={"content": script({"content": "x"})}))[
+            "type"
+        ] == "ack":
+            assert time.monotonic() < deadline, "new turns were still admitted over the backlog"
+            waiting.append((bob, reply["data"]["sessionId"]))  # admitted before the sample: it runs too
+            await asyncio.sleep(0.1)  # polling for the condition
+        shed = dict(reply["data"])
+        assert shed["code"] == "overloaded" and shed["retryAfterMs"] >= 1000, shed
+        # Cancel is always admitted (and drops what it cancels from the backlog).
+        cancelled = waiting.pop(0)[1]
+        await alice.ack("cancel", cancelled)
+        assert (await alice.request("ping"))["type"] == "pong"
+    finally:
+        saturable.signal_all("harness", signal.SIGCONT)
+    # Every admitted turn completes, once; the cancelled one never ran.
+    for client, sid in waiting:
+        assert await client.wait_phase(sid, timeout=90) == "COMPLETED"
+        assert client.phases(sid).count("COMPLETED") == 1
+    assert "RUNNING" not in alice.phases(cancelled)
+    # Drained: new turns are admitted again.
+    deadline = time.monotonic() + 30
+    while (reply := await bob.request("create_session", data={"content": script({"content": "y"})}))[
+        "type"
+    ] != "ack":
+        assert reply["data"]["code"] == "overloaded" and time.monotonic() < deadline, reply
+        await asyncio.sleep(0.2)  # polling for the condition
+    assert await bob.wait_phase(reply["data"]["sessionId"]) == "COMPLETED"
+    await alice.close()
+    await bob.close()
