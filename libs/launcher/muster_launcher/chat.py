@@ -92,12 +92,18 @@ class _Turn:
 class Streamed:
     """Prints an answer as it streams (`assistant_delta`), then its durable `message`
     without repeating the text already shown; when pieces were missed (deltas are only a
-    preview), the message's whole text is shown instead."""
+    preview), the message's whole text is shown instead. Other events that arrive while an
+    answer streams (a title made meanwhile, say) are held until its line is finished, so
+    they never cut the answer in two."""
+
+    # Events that end what was streaming: shown at once, after the line is finished.
+    _ENDING = frozenset({"message", "session_status"})
 
     def __init__(self, write: Callable[[str], None] | None = None) -> None:
         self._write = write or _stdout
         self._shown: dict[str, str] = {}  # messageId -> text printed so far
         self._open: str | None = None  # a message whose line is not finished
+        self._held: list[str] = []  # lines of other events that came while it streamed
 
     def delta(self, frame: Frame) -> None:
         data = frame.get("data") or {}
@@ -112,13 +118,17 @@ class Streamed:
 
     def lines(self, event: dict[str, Any]) -> list[str]:
         """What to print for one server event, given what was streamed."""
+        if self._open is not None and event.get("type") not in self._ENDING:
+            self._held += render(event)
+            return []
         data = event.get("data") or {}
         shown = self._shown.pop(str(data.get("messageId")), None) if event.get("type") == "message" else None
         self._end_line()
         lines = render(event)
         if shown is not None and shown == (data.get("content") or "") and lines and shown:
             lines = lines[1:]  # the text is on screen already
-        return lines
+        held, self._held = self._held, []
+        return lines + held
 
     def _end_line(self) -> None:
         if self._open is not None:

@@ -82,3 +82,18 @@ def test_a_streamed_answer_is_printed_as_it_comes_and_not_again() -> None:
     assert streamed.lines(message("m2", "Partial answer")) == ["assistant: Partial answer"]
     # An answer never streamed prints as before.
     assert streamed.lines(message("m3", "Plain")) == ["assistant: Plain"]
+
+
+def test_an_event_during_a_streamed_answer_waits_until_its_line_is_finished() -> None:
+    out: list[str] = []
+    streamed = Streamed(out.append)
+    data = {"messageId": "m1", "index": 0, "text": "Hel"}
+    streamed.delta({"type": "assistant_delta", "sessionId": "s", "data": data})
+    titled = {"type": "session_updated", "sessionId": "s", "position": 2, "data": {"title": "Greeting"}}
+    assert streamed.lines(titled) == []  # held: it would cut the answer in two
+    streamed.delta({"type": "assistant_delta", "sessionId": "s", "data": {**data, "index": 1, "text": "lo"}})
+    assert "".join(out) == "assistant: Hello"
+    message = {"type": "message", "sessionId": "s", "position": 3,
+               "data": {"messageId": "m1", "role": "ASSISTANT", "content": "Hello"}}
+    assert streamed.lines(message) == render(titled)
+    assert "".join(out) == "assistant: Hello\n"
