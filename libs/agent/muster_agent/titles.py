@@ -80,13 +80,22 @@ async def record_title(uows: UnitOfWorkFactory, session_id: UUID, title: str) ->
     return True
 
 
+async def record_made(uows: UnitOfWorkFactory, session_id: UUID, title: str) -> None:
+    """`record_title`, logged; never raises (but for cancellation): naming is best effort."""
+    try:
+        if await record_title(uows, session_id, title):
+            log.info("session_titled session=%s", session_id)
+    except Exception:
+        log.exception("session_title_failed session=%s", session_id)
+
+
 async def name_session(
     uows: UnitOfWorkFactory, model: ModelProvider, session_id: UUID, model_name: str, first_message: str
 ) -> None:
     """Make and record the session's title; never raises (but for cancellation)."""
     try:
         title = await make_title(model, session_id, model_name, first_message)
-        if await record_title(uows, session_id, title):
-            log.info("session_titled session=%s", session_id)
     except Exception:
         log.exception("session_title_failed session=%s", session_id)
+        return
+    await record_made(uows, session_id, title)

@@ -120,26 +120,32 @@ async def drive(
             started = claimed.state
     else:
         started = state
-    naming = None if title_from is None else asyncio.create_task(_name(deps, session_id, started, title_from))
+    # The title is made alongside the turn but recorded only once the loop has stopped
+    # (its turn ended or waits for children): an append to the session's stream while the
+    # loop runs would move the version its one-statement decisions are guarded by, and
+    # every such decision would fall back to its long way (ADR 0040).
+    making = None
+    if title_from is not None:
+        making = asyncio.create_task(_title(deps, started, session_id, title_from))
     try:
         if begun and await run_until_idle(deps.loop, session_id, state) == StepOutcome.WAITING:
             log.info("session_waiting_for_children session=%s", session_id)
     except BaseException:
-        if naming is not None:
-            naming.cancel()
+        if making is not None:
+            making.cancel()
         raise
-    if naming is not None:
-        await naming
+    if making is not None:
+        await titles.record_made(deps.loop.uows, session_id, await making)
 
 
-async def _name(deps: HarnessDeps, session_id: UUID, state: SessionState | None, first_message: str) -> None:
+async def _title(deps: HarnessDeps, state: SessionState | None, session_id: UUID, first_message: str) -> str:
     model_name = "default"
     if state is not None:
         try:
             model_name = state.model_id or deps.loop.agents.get(state.agent_type).model
         except UnknownAgentType:
             model_name = state.model_id or model_name
-    await titles.name_session(deps.loop.uows, deps.loop.model, session_id, model_name, first_message)
+    return await titles.make_title(deps.loop.model, session_id, model_name, first_message)
 
 
 async def _begin_locked(uow: AbstractUnitOfWork, row: Mapping[str, Any]) -> Begun:
