@@ -21,7 +21,7 @@ run: install
 	$(VENV)/bin/muster run
 
 test: install
-	$(VENV)/bin/pytest -q
+	$(VENV)/bin/pytest -q --durations=25
 
 # Hostile input at scale: schemathesis over /openapi.json and hypothesis over WebSocket
 # frames, each >= 10,000 tries against a running system; prints the counts and violations.

@@ -18,10 +18,13 @@ pytestmark = pytest.mark.e2e
 
 WRITE = '{"content":"x ✓",  "path":"a.txt"}'
 READ = '{ "path" : "a.txt" }'
+# The answers with text come at a model's pace (0.1 s a chunk), so their pieces reach the
+# socket before the durable message that ends them, as they do with a real model: a piece
+# later than its message is dropped by design (ADR 0039).
 REPLIES = [
     completion(None, [tool_call("call_w", "write_file", WRITE), tool_call("call_l", "list_files", "{}")]),
-    completion("reading", [tool_call("call_r", "read_file", READ)]),
-    completion("done ✓"),
+    {**completion("reading", [tool_call("call_r", "read_file", READ)]), "delay_s": 0.1},
+    {**completion("done ✓"), "delay_s": 0.1},
 ]
 
 

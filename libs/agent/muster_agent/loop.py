@@ -56,7 +56,7 @@ class Deltas(Protocol):
     """Where the pieces of a streamed answer go (`muster_runtime.messaging.deltas`): never
     blocks, may drop (ADR 0039)."""
 
-    def offer(self, session_id: str, message_id: str, index: int, text: str) -> None: ...
+    def offer(self, session_id: str, message_id: str, index: int, text: str, after_version: int = 0) -> None: ...
 
 
 TRANSIENT = (eventstore.ConcurrencyError, asyncpg.DeadlockDetectedError, asyncpg.SerializationError)
@@ -198,7 +198,7 @@ async def step(deps: LoopDeps, state: SessionState | None) -> Step:
         model=state.model_id or agent.model,
         messages=messages,
         tools=tool_schemas(tools, agent.delegate_types) + (await deps.mcp.schemas(agent) if deps.mcp else []),
-        on_text=_previews(deps.deltas, str(state.session_id), str(message_id)),
+        on_text=_previews(deps.deltas, str(state.session_id), str(message_id), state.version),
     )
     try:
         with tracing.span("model call", {"muster.model": request.model}):
@@ -208,8 +208,11 @@ async def step(deps: LoopDeps, state: SessionState | None) -> Step:
     return await _record_reply(deps, state, reply, message_id)
 
 
-def _previews(deltas: Deltas | None, session_id: str, message_id: str) -> Callable[[str], None] | None:
-    """The model's text callback: each non-empty piece offered as the next delta."""
+def _previews(
+    deltas: Deltas | None, session_id: str, message_id: str, after_version: int
+) -> Callable[[str], None] | None:
+    """The model's text callback: each non-empty piece offered as the next delta, naming the
+    version the session was at (the gateway shows it after the events up to there)."""
     if deltas is None:
         return None
     count = 0
@@ -217,7 +220,7 @@ def _previews(deltas: Deltas | None, session_id: str, message_id: str) -> Callab
     def on_text(text: str) -> None:
         nonlocal count
         if text:
-            deltas.offer(session_id, message_id, count, text)
+            deltas.offer(session_id, message_id, count, text, after_version)
             count += 1
 
     return on_text

@@ -28,16 +28,36 @@ class AssistantDelta(BaseModel):
     at: float | None = Field(
         None, description="When the model gave the piece (Unix seconds): for latency figures only."
     )
+    after_version: int = Field(
+        0,
+        alias="afterVersion",
+        ge=0,
+        description=(
+            "The session's stream version when the model was called. Every event up to it comes "
+            "before the answer (the user's message, RUNNING), so a subscriber is handed the piece "
+            "only once it has those: the two topics are not ordered with each other."
+        ),
+    )
 
 
-def encode_delta(session_id: str, message_id: str, index: int, text: str, at: float) -> bytes:
+def encode_delta(
+    session_id: str, message_id: str, index: int, text: str, at: float, after_version: int = 0
+) -> bytes:
     """The record's value; built by hand, as it is sent for every piece of every answer."""
-    body = {"sessionId": session_id, "messageId": message_id, "index": index, "text": text, "at": at}
+    body = {
+        "sessionId": session_id,
+        "messageId": message_id,
+        "index": index,
+        "text": text,
+        "at": at,
+        "afterVersion": after_version,
+    }
     return json.dumps(body, separators=(",", ":"), ensure_ascii=False).encode()
 
 
-def decode_delta(raw: bytes | None) -> dict[str, Any] | None:
-    """`{messageId, index, text}` of a record, None when it is not a delta."""
+def decode_delta(raw: bytes | None) -> tuple[dict[str, Any], int] | None:
+    """`{messageId, index, text}` of a record (the frame's data) and its `afterVersion`, None
+    when it is not a delta."""
     if not raw:
         return None
     try:
@@ -49,4 +69,7 @@ def decode_delta(raw: bytes | None) -> dict[str, Any] | None:
     message_id, index, text = body.get("messageId"), body.get("index"), body.get("text")
     if not isinstance(message_id, str) or type(index) is not int or not isinstance(text, str):
         return None
-    return {"messageId": message_id, "index": index, "text": text}
+    after = body.get("afterVersion", 0)
+    if type(after) is not int:
+        return None
+    return {"messageId": message_id, "index": index, "text": text}, after

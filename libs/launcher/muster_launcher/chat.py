@@ -112,6 +112,10 @@ class Streamed:
             self._end_line()
             self._shown[message_id] = ""
             self._write("assistant: ")
+        elif self._open != message_id:
+            # Its line was ended by another event: start it again, whole so far.
+            self._end_line()
+            self._write("assistant: " + self._shown[message_id])
         self._open = message_id
         self._shown[message_id] += text
         self._write(text)

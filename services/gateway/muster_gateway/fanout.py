@@ -31,6 +31,7 @@ from muster_gateway.frames import event_frame
 log = logging.getLogger("muster.gateway.fanout")
 
 RECORDED_KEPT = 16  # ASSISTANT message ids remembered per watched session
+EARLY_KEPT = 1_000  # pieces held per subscriber until the events before them reach it
 
 
 @dataclass
@@ -78,6 +79,10 @@ class Hub:
         # Per watched session, the ASSISTANT messages lately known recorded: a delta of one
         # of them is stale (ADR 0039) and goes to nobody.
         self._recorded: dict[str, deque[str]] = {}
+        # Per watched session and subscriber, pieces that came ahead of events before them
+        # (`muster.deltas` and `muster.events` are not ordered with each other): held until
+        # the subscriber's cursor reaches the version the piece names.
+        self._early: dict[str, dict[Sink, list[tuple[int, dict[str, Any]]]]] = {}
 
     def is_subscribed(self, sink: Sink, session_id: str) -> bool:
         return sink in self._subs.get(session_id, {})
@@ -98,9 +103,11 @@ class Hub:
         subs = self._subs.get(session_id)
         if subs is not None:
             subs.pop(sink, None)
+            self._early.get(session_id, {}).pop(sink, None)
             if not subs:
                 del self._subs[session_id]
                 self._recorded.pop(session_id, None)
+                self._early.pop(session_id, None)
 
     def drop(self, sink: Sink) -> None:
         for session_id in [sid for sid, subs in self._subs.items() if sink in subs]:
@@ -170,17 +177,44 @@ class Hub:
             if str(message_id) not in known:
                 known.append(str(message_id))
 
-    def delta(self, session_id: str, data: dict[str, Any]) -> None:
+    def delta(self, session_id: str, data: dict[str, Any], after_version: int = 0) -> None:
         """An answer's piece as streamed (`assistant_delta`, ADR 0039): to every subscriber of
-        the session now, in arrival order; none once its message is known recorded, so a
-        piece never follows its durable message. Never stored, never replayed."""
+        the session once it has the events up to `after_version` (held till then), in arrival
+        order; none once its message is known recorded, so a piece never follows its durable
+        message. Never stored, never replayed."""
         subs = self._subs.get(session_id)
         if not subs or data["messageId"] in self._recorded.get(session_id, ()):
             return
-        frame = {"type": "assistant_delta", "sessionId": session_id, "data": data}
-        for sink in list(subs):
-            if not sink.push(frame):
-                self.drop(sink)
+        behind = False
+        for sink, cursor in list(subs.items()):
+            held = self._early.get(session_id, {}).get(sink)
+            if cursor.version >= after_version and not held:
+                self._push_delta(session_id, sink, data)
+            else:
+                queue = self._early.setdefault(session_id, {}).setdefault(sink, [])
+                if len(queue) < EARLY_KEPT:  # beyond: a preview lost, the message follows
+                    queue.append((after_version, data))
+                behind = True
+        if behind:
+            self.ring(session_id)  # the events before it are in the store: fetch them now
+
+    def _push_delta(self, session_id: str, sink: Sink, data: dict[str, Any]) -> None:
+        if not sink.push({"type": "assistant_delta", "sessionId": session_id, "data": data}):
+            self.drop(sink)
+
+    def _release(self, session_id: str, sink: Sink, cursor: Cursor) -> None:
+        """Hand a subscriber the pieces it was held from, now that its cursor moved."""
+        early = self._early.get(session_id)
+        queue = early.get(sink) if early else None
+        if not queue:
+            return
+        recorded = self._recorded.get(session_id, ())
+        while queue and queue[0][0] <= cursor.version:
+            _, data = queue.pop(0)
+            if data["messageId"] not in recorded:
+                self._push_delta(session_id, sink, data)
+                if not self.is_subscribed(sink, session_id):
+                    return
 
     def _hand_out(self, session_id: str, row: EventRow, eligible: list[tuple[Sink, Cursor]]) -> None:
         self._note_recorded(session_id, row)
@@ -200,6 +234,7 @@ class Hub:
                 pushed += 1
             # Skipped (unknown) event types advance the cursor too: they are "delivered".
             cursor.position, cursor.version = row.position, row.version
+            self._release(session_id, sink, cursor)
         if pushed:
             self._on_pushed(pushed)
 
@@ -223,3 +258,4 @@ class Hub:
         await asyncio.gather(*pumps, return_exceptions=True)
         self._subs.clear()
         self._recorded.clear()
+        self._early.clear()

@@ -111,6 +111,6 @@ def forward_deltas(records: Iterable[Any], hub: Hub, started_ms: float) -> None:
         session_id = record.key.decode(errors="replace") if record.key else None
         if session_id is None or not hub.is_watched(session_id) or record.timestamp < started_ms:
             continue
-        data = decode_delta(record.value)
-        if data is not None:
-            hub.delta(session_id, data)
+        decoded = decode_delta(record.value)
+        if decoded is not None:
+            hub.delta(session_id, *decoded)

@@ -97,3 +97,15 @@ def test_an_event_during_a_streamed_answer_waits_until_its_line_is_finished() ->
                "data": {"messageId": "m1", "role": "ASSISTANT", "content": "Hello"}}
     assert streamed.lines(message) == render(titled)
     assert "".join(out) == "assistant: Hello\n"
+
+
+def test_an_answer_cut_by_a_status_line_starts_again_whole() -> None:
+    out: list[str] = []
+    streamed = Streamed(out.append)
+    data = {"messageId": "m1", "index": 0, "text": "Hel"}
+    streamed.delta({"type": "assistant_delta", "sessionId": "s", "data": data})
+    status = {"type": "session_status", "sessionId": "s", "position": 2, "data": {"phase": "RUNNING"}}
+    assert streamed.lines(status) == ["-- RUNNING"]
+    streamed.delta({"type": "assistant_delta", "sessionId": "s", "data": {**data, "index": 1, "text": "lo"}})
+    # Never a line that starts mid-answer ("lo"): the answer so far is repeated on a new line.
+    assert "".join(out) == "assistant: Hel\nassistant: Hello"

@@ -32,9 +32,9 @@ class DeltaPublisher:
         self._queue: asyncio.Queue[Record] = asyncio.Queue(maxsize=buffer)
         self.dropped = 0
 
-    def offer(self, session_id: str, message_id: str, index: int, text: str) -> None:
+    def offer(self, session_id: str, message_id: str, index: int, text: str, after_version: int = 0) -> None:
         """Queue one piece for publishing, or drop it when the buffer is full."""
-        value = encode_delta(session_id, message_id, index, text, time.time())
+        value = encode_delta(session_id, message_id, index, text, time.time(), after_version)
         try:
             self._queue.put_nowait((topics.DELTAS, session_id.encode(), value, None))
         except asyncio.QueueFull:
