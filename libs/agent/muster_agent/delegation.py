@@ -13,8 +13,7 @@ from uuid import NAMESPACE_URL, UUID, uuid4, uuid5
 from muster_contracts import events as ev
 from muster_contracts.commands import RunExecution
 from muster_runtime.messaging import topics
-from muster_runtime.store import eventstore
-from muster_runtime.uow.unit_of_work import AbstractUnitOfWork, Row, SessionBusy, UnitOfWorkFactory
+from muster_runtime.uow.unit_of_work import AbstractUnitOfWork, SessionBusy, UnitOfWorkFactory
 
 from muster_agent import session_store as store
 from muster_agent.agents import AgentRegistry, UnknownAgentType
@@ -24,18 +23,6 @@ from muster_agent.waits import Gate, decide
 
 NAMESPACE = uuid5(NAMESPACE_URL, "https://muster.dev/executions")
 STILL_RUNNING = "subagent session {} is still running; wait for its result"
-
-
-def _row_of(state: SessionState) -> Row:
-    """The parent's row as of `state.version`: what a delegation reads of it."""
-    return {
-        "session_id": state.session_id,
-        "phase": state.phase,
-        "version": state.version,
-        "message_count": state.message_count,
-        "permission_level": state.permission_level,
-        "execution_mode": state.execution_mode,
-    }
 
 
 def execution_id_for(parent_session_id: UUID, parent_tool_call_id: str) -> UUID:
@@ -61,29 +48,10 @@ class Delegator:
         """Record `lead` (the round's ASSISTANT message, when it was just produced), then
         create every delegation of `calls`, all in one transaction; a refused one gets its
         error as the TOOL result instead."""
-        if state.running and all(call["name"] == "delegate" for call in calls):
-            # New delegations read nothing of the parent but its row: when nothing was
-            # appended to it since the loop looked (its version), that row is the loop's
-            # state, and the decision is one staged write without the lock (ADR 0025).
-            try:
-                return await self._decide(state, calls, lead, _row_of(state))
-            except eventstore.ConcurrencyError:
-                pass  # something was appended meanwhile (a queued input, say): decide locked
-        return await self._decide(state, calls, lead, None)
-
-    async def _decide(
-        self,
-        state: SessionState,
-        calls: list[dict[str, Any]],
-        lead: Sequence[store.Item],
-        unlocked: Row | None,
-    ) -> store.Recorded:
         async with self.uows() as uow:
-            row = unlocked
-            if row is None:
-                row, found = await store.lock_if_current(uow, state.session_id, state.message_count)
-                if row is None or found != store.Lock.CURRENT:
-                    return store.Recorded(found == store.Lock.MOVED, None)  # moved: reload, look again
+            row, found = await store.lock_if_current(uow, state.session_id, state.message_count)
+            if row is None or found != store.Lock.CURRENT:
+                return store.Recorded(found == store.Lock.MOVED, None)  # moved: reload, look again
             parent_events = store.message_items(lead, row["message_count"] + 1)
             # The round's ASSISTANT message is the newest one, recorded just now or before.
             round_state = store.advance(state, row["version"], parent_events)

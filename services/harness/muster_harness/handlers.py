@@ -15,10 +15,9 @@ from muster_agent.agents import UnknownAgentType
 from muster_agent.compaction import compact
 from muster_agent.loop import LoopDeps, StepOutcome, run_until_idle
 from muster_agent.runners import Runners
-from muster_agent.session_state import snapshot_state
 from muster_agent.session_store import SessionState
 from muster_contracts.commands import CancelSession, CompactSession, ProcessSession, ResumeSession
-from muster_runtime.uow.unit_of_work import AbstractUnitOfWork, SessionClaim
+from muster_runtime.uow.unit_of_work import AbstractUnitOfWork
 
 log = logging.getLogger("muster.harness")
 
@@ -48,26 +47,13 @@ NOT_BEGUN = Begun(False)
 async def process_session(cmd: ProcessSession | ResumeSession, deps: HarnessDeps) -> None:
     """Drive a session: start its next queued turn if idle, or take over a running turn
     nobody holds. Safe to receive any number of times. Claiming the command and the lease
-    and starting the turn are one transaction; for a turn that already runs (a resume, a
-    takeover) the claim is one statement that also reads where the turn stands."""
+    and starting the turn are one transaction, under the session's lock."""
     sid = cmd.session_id
     if deps.runners.is_running(sid):
         deps.runners.start(sid, lambda: drive(deps, sid))  # marks it to look again
         return
     async with deps.loop.uows() as uow:
-        # A resume finds its turn running (the barrier made it RESUMING); a process
-        # command mostly finds the session idle, with an input to start a turn from.
-        claim = SessionClaim("not_running")
-        if isinstance(cmd, ResumeSession):
-            owner, ttl_s = deps.runners.owner, deps.lease_ttl_s
-            claim = await uow.claim_running_session(CONSUMER, str(cmd.message_id), sid, owner, ttl_s)
-        if claim.outcome == "not_running":
-            begun = await _claim_locked(uow, cmd, deps)
-        elif claim.outcome == "claimed" and claim.state is not None:
-            log.info("session_loop_start session=%s phase=%s", sid, claim.state.row["phase"])
-            begun = Begun(True, snapshot_state(claim.state))
-        else:
-            return  # applied before, or another live instance runs this session
+        begun = await _claim_locked(uow, cmd, deps)
     if begun.running:
         first = [begun.state]
 

@@ -119,38 +119,6 @@ async def test_the_rounds_last_open_run_or_a_changed_run_is_refused(work: Harnes
     assert child_row is not None and child_row["phase"] == "RUNNING"
 
 
-@covers("claim_running_session")
-async def test_a_running_session_is_claimed_in_one_step_with_its_state(work: Harness) -> None:
-    sid = await running(work, 2)
-    async with work.uow() as uow:
-        claim = await uow.claim_running_session("harness", "m1", sid, "h1", 60)
-        again = await uow.claim_running_session("harness", "m1", sid, "h2", 60)  # a redelivery
-        other = await uow.claim_running_session("harness", "m2", sid, "h2", 60)  # h1's lease is live
-    assert claim.outcome == "claimed" and claim.state is not None
-    assert [m["seq"] for m in claim.state.messages] == [1, 2] and claim.state.row["phase"] == "RUNNING"
-    assert (again.outcome, again.state, other.outcome, other.state) == ("duplicate", None, "held", None)
-
-
-@covers("claim_running_session")
-async def test_a_session_that_does_not_run_is_not_claimed_and_nothing_is_written(work: Harness) -> None:
-    idle, parent, subagent = await new_session(work), await running(work), uuid4()
-    async with work.uow() as uow:
-        await uow.append(str(subagent), [
-            ev.SessionCreated(session_id=subagent, user_id="u", session_type="SUBAGENT",
-                              parent_session_id=parent, root_session_id=parent),
-            ev.SessionPhaseChanged(phase="RUNNING"),
-        ], expected_version=0)  # fmt: skip
-    async with work.uow() as uow:
-        outcomes = [
-            (await uow.claim_running_session("harness", f"m-{n}", sid, "h1", 60)).outcome
-            for n, sid in enumerate((idle, subagent, uuid4()))
-        ]
-    assert outcomes == ["not_running"] * 3
-    async with work.uow() as uow:
-        assert await uow.first_delivery("harness", "m-0")  # not recorded by the refusal
-        assert await uow.lease_live(str(idle), datetime.now(UTC)) is None
-
-
 @covers("claim_session")
 async def test_a_session_is_claimed_under_its_lock_with_its_reads(work: Harness) -> None:
     sid = await running(work, 1)

@@ -93,17 +93,15 @@ def one_statement_decisions(h: History) -> None:
 def _claims(h: History, child: UUID, execution: UUID, parent: UUID) -> None:
     async def decide(uow: AbstractUnitOfWork) -> list[Any]:
         run = await uow.claim_execution("worker", f"run-{execution}", execution, "w1", 60)
-        running = await uow.claim_running_session("harness", f"resume-{parent}", parent, "h1", 60)
         locked = await uow.claim_session("harness", f"start-{parent}", parent, "h1", 60)
         again = await uow.claim_session("harness", f"start-{parent}", parent, "h2", 60)
-        subagent = await uow.claim_running_session("harness", f"resume-{child}", child, "h1", 60)
+        subagent = await uow.claim_session("harness", f"resume-{child}", child, "h1", 60)
         state = run.child_state
         return [
             (run.first, run.leased, run.child_phase, None if state is None else [m["seq"] for m in state.messages]),
-            (running.outcome, None if running.state is None else running.state.row["message_count"]),
             (locked.first, locked.leased, None if locked.row is None else locked.row["version"]),
             (again.first, again.leased, again.row),
-            subagent.outcome,
+            (subagent.first, subagent.leased, None if subagent.row is None else subagent.row["session_type"]),
         ]
 
     h.decide(decide)

@@ -35,7 +35,6 @@ from muster_runtime.uow.unit_of_work import (
     LockedClaim,
     Row,
     RunClose,
-    SessionClaim,
     SessionSnapshot,
 )
 
@@ -231,18 +230,6 @@ class InMemoryUnitOfWork(AbstractUnitOfWork):
         if row is None or row["session_type"] == "SUBAGENT":
             return LockedClaim(True, row, False)
         return LockedClaim(True, row, await self.try_lease(str(session_id), owner, ttl_s))
-
-    async def claim_running_session(
-        self, consumer: str, message_id: str, session_id: UUID, owner: str, ttl_s: float
-    ) -> SessionClaim:
-        row = self._tables.sessions.get(session_id)
-        if row is None or row["phase"] not in RUNNING_PHASES or row["session_type"] == "SUBAGENT":
-            return SessionClaim("not_running")
-        if not await self.first_delivery(consumer, message_id):
-            return SessionClaim("duplicate")
-        if not await self.try_lease(str(session_id), owner, ttl_s):
-            return SessionClaim("held")
-        return SessionClaim("claimed", await self.session_state(session_id))
 
     async def lock_session(
         self, session_id: UUID, *, nowait: bool = False, then: UUID | None = None

@@ -88,34 +88,6 @@ ORDER BY c.n
 # with its reads, the lease, and the session's state once the lease is held.
 CLAIM_SESSION = "SELECT * FROM muster_claim_session($1, $2, $3, $4, $5, $6::text[])"
 
-# A harness's claim of a command for a session whose turn runs, in one statement (ADR 0025):
-# the message recorded as processed and the session's lease taken only when the session runs
-# (RUNNING or RESUMING) and is not a subagent, and its whole state when the lease was taken.
-# For any other session nothing is written: starting a turn is decided under its lock.
-CLAIM_RUNNING_SESSION = f"""
-WITH target AS (
-    SELECT session_id FROM sessions
-    WHERE session_id = $3 AND phase = ANY($6::text[]) AND session_type <> 'SUBAGENT'),
-first AS (
-    INSERT INTO processed_messages (consumer, message_id)
-    SELECT $1, $2 WHERE EXISTS (SELECT 1 FROM target)
-    ON CONFLICT DO NOTHING RETURNING true),
-lease AS (
-    INSERT INTO leases (resource_id, owner, expires_at)
-    SELECT $3::uuid::text, $4, now() + make_interval(secs => $5)
-    WHERE EXISTS (SELECT 1 FROM first)
-    {TAKE_OVER}
-    RETURNING owner),
-claimed AS (SELECT EXISTS (SELECT 1 FROM target) AS running, EXISTS (SELECT 1 FROM first) AS first,
-                   coalesce((SELECT owner FROM lease) = $4, false) AS leased)
-SELECT c.running AS claim_running, c.first AS claim_first, c.leased AS claim_leased,
-    st.child AS claim_child, st.history AS claim_history, st.started AS claim_started,
-    st.compaction AS claim_compaction
-FROM claimed c
-LEFT JOIN sessions s ON s.session_id = $3 AND c.leased
-LEFT JOIN LATERAL (SELECT s AS child, {STATE_READS} WHERE s.session_id IS NOT NULL) st ON true
-"""
-
 STORE_BLOBS = """
 INSERT INTO blobs (sha256, content, size)
 SELECT * FROM unnest($1::text[], $2::text[], $3::int[])

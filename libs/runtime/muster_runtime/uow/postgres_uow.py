@@ -38,7 +38,6 @@ from muster_runtime.uow import batched, leases, postgres_trees, quiet_close, tra
 from muster_runtime.uow.aggregates import Compaction, Input, Message, Session, Wait
 from muster_runtime.uow.phases import ACTIVE_PHASES
 from muster_runtime.uow.postgres_queries import (
-    CLAIM_RUNNING_SESSION,
     CLAIM_SESSION,
     LOAD_STATE,
     LOCK_SESSION,
@@ -52,7 +51,6 @@ from muster_runtime.uow.postgres_queries import (
 from muster_runtime.uow.recovery_views import TreeStatus
 from muster_runtime.uow.unit_of_work import (
     OPEN_STATUSES,
-    RUNNING_PHASES,
     AbstractUnitOfWork,
     DuplicateKey,
     ExecutionClaim,
@@ -60,7 +58,6 @@ from muster_runtime.uow.unit_of_work import (
     Row,
     RunClose,
     SessionBusy,
-    SessionClaim,
     SessionSnapshot,
 )
 
@@ -260,21 +257,6 @@ class PostgresUnitOfWork(AbstractUnitOfWork):
             state = {**reads.row, **{k: row[k] for k in ("history", "started", "compaction")}}
             self._locked[session_id] = replace(reads, state=snapshot(state))
         return LockedClaim(True, dict(reads.row), row["claim_leased"])
-
-    async def claim_running_session(
-        self, consumer: str, message_id: str, session_id: UUID, owner: str, ttl_s: float
-    ) -> SessionClaim:
-        row = dict(
-            await (await self._reader()).fetchrow(
-                CLAIM_RUNNING_SESSION, consumer, message_id, session_id, owner, ttl_s, list(RUNNING_PHASES)
-            )
-        )
-        running, first, leased = row.pop("claim_running"), row.pop("claim_first"), row.pop("claim_leased")
-        if not running:
-            return SessionClaim("not_running")
-        if not first:
-            return SessionClaim("duplicate")
-        return SessionClaim("claimed", claimed_state(row)) if leased else SessionClaim("held")
 
     async def lock_session(
         self, session_id: UUID, *, nowait: bool = False, then: UUID | None = None

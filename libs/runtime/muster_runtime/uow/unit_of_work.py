@@ -77,17 +77,6 @@ class LockedClaim:
 
 
 @dataclass(frozen=True)
-class SessionClaim:
-    """A harness's claim of a command for a running session (`claim_running_session`):
-    `outcome` is "claimed" (first delivery, lease taken, `state` is where the turn stands),
-    "duplicate" (the command was applied before), "held" (another live owner holds the
-    lease) or "not_running" (nothing written: decide under the session's lock)."""
-
-    outcome: str
-    state: SessionSnapshot | None = None
-
-
-@dataclass(frozen=True)
 class RunClose:
     """What a child's close writes besides its session's events, when it closes quietly
     (`close_quietly`): `finished` on its run's stream after the version the worker claimed
@@ -200,14 +189,6 @@ class AbstractUnitOfWork(abc.ABC):
         """`first_delivery`; for a first delivery `lock_session`; and for a session that
         is not a subagent `try_lease`, in one round trip. The lock's reads (the queued
         input, the session's state) are answered from it until the decision writes."""
-
-    @abc.abstractmethod
-    async def claim_running_session(
-        self, consumer: str, message_id: str, session_id: UUID, owner: str, ttl_s: float
-    ) -> SessionClaim:
-        """For a session whose turn runs (RUNNING or RESUMING) and that is not a subagent:
-        `first_delivery` and `try_lease` in one step, with the session's state when the
-        lease was taken. Any other session: "not_running", and nothing is written."""
 
     # -- locks and reads -----------------------------------------------------------------
 
