@@ -19,6 +19,7 @@ from muster_contracts import events as ev
 from muster_contracts.commands import ResumeSession
 from muster_runtime.messaging import topics
 from muster_runtime.process import tracing
+from muster_runtime.uow.phases import RUNNING_PHASES, WAITING_PHASES
 from muster_runtime.uow.unit_of_work import AbstractUnitOfWork, Row, UnitOfWorkFactory
 
 from muster_agent import session_store as store
@@ -58,7 +59,7 @@ async def settle_locked(uow: AbstractUnitOfWork, parent: Row) -> int:
     undelivered = await uow.undelivered_executions(parent_session_id)
     if not undelivered:
         return 0
-    if parent["phase"] not in (*store.RUNNING_PHASES, *store.WAITING_PHASES):
+    if parent["phase"] not in (*RUNNING_PHASES, *WAITING_PHASES):
         # A parent waiting for an approval of a later call of the round still runs its turn.
         return await _suppress(uow, parent, [e for e in undelivered if e["status"] in TERMINAL])
     state = await store.load_state(uow, parent_session_id)

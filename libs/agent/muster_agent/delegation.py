@@ -13,6 +13,7 @@ from uuid import NAMESPACE_URL, UUID, uuid4, uuid5
 from muster_contracts import events as ev
 from muster_contracts.commands import RunExecution
 from muster_runtime.messaging import topics
+from muster_runtime.uow.phases import RUNNING_PHASES, WAITING_PHASES
 from muster_runtime.uow.unit_of_work import AbstractUnitOfWork, SessionBusy, UnitOfWorkFactory
 
 from muster_agent import session_store as store
@@ -166,7 +167,7 @@ class Delegator:
             raise DelegationRefused(f"session {child_ref} is not a subagent session")
         if child["parent_session_id"] != state.session_id:
             raise DelegationRefused(f"session {child_ref} was not delegated by this session")
-        if child["phase"] in (*store.RUNNING_PHASES, *store.WAITING_PHASES, "CANCELLING"):
+        if child["phase"] in (*RUNNING_PHASES, *WAITING_PHASES, "CANCELLING"):
             raise DelegationRefused(STILL_RUNNING.format(child_ref))
         agent_type = self._agent_type(child["agent_type"])
         runs = len(await uow.runs_of(child["session_id"]))

@@ -12,7 +12,8 @@ from uuid import UUID
 
 from muster_contracts import events as ev
 from muster_contracts.tool_arguments import with_text_arguments
-from muster_runtime.uow.unit_of_work import RUNNING_PHASES, SessionSnapshot
+from muster_runtime.uow.phases import RUNNING_PHASES
+from muster_runtime.uow.unit_of_work import SessionSnapshot
 
 from muster_agent.history import StoredMessage, to_chat
 

@@ -15,8 +15,7 @@ from uuid import UUID, uuid4
 
 from muster_contracts import events as ev
 from muster_runtime.store import lineage
-from muster_runtime.uow.unit_of_work import RUNNING_PHASES as RUNNING_PHASES
-from muster_runtime.uow.unit_of_work import WAITING_PHASES as WAITING_PHASES
+from muster_runtime.uow.phases import RUNNING_PHASES, WAITING_PHASES
 from muster_runtime.uow.unit_of_work import AbstractUnitOfWork, Row, UnitOfWorkFactory
 
 from muster_agent.history import pending_tool_calls

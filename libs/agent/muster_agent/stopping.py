@@ -11,7 +11,8 @@ from uuid import UUID
 from muster_contracts import events as ev
 from muster_contracts.commands import CancelExecution
 from muster_runtime.messaging import topics
-from muster_runtime.uow.unit_of_work import OPEN_STATUSES, UnitOfWorkFactory
+from muster_runtime.uow.phases import OPEN_STATUSES, RUNNING_PHASES, WAITING_PHASES
+from muster_runtime.uow.unit_of_work import UnitOfWorkFactory
 
 from muster_agent import session_store as store
 from muster_agent.answers import dropped_waits
@@ -41,7 +42,7 @@ async def stop_execution(
             return False
         if error == DEADLINE_PASSED and child["phase"] == "WAITING_CLIENT":
             error = LOCAL_CLIENT_MISSING
-        if child["phase"] in (*store.RUNNING_PHASES, *store.WAITING_PHASES, "CANCELLING"):
+        if child["phase"] in (*RUNNING_PHASES, *WAITING_PHASES, "CANCELLING"):
             # What the child waited for is dropped with its end: nothing stays pending.
             dropped = await dropped_waits(uow, child["session_id"])
             await uow.append(

@@ -65,7 +65,6 @@ async def make_title(model: ModelProvider, session_id: UUID, model_name: str, fi
     return answer or clean_title(first_message)
 
 
-
 async def record_title(uows: UnitOfWorkFactory, session_id: UUID, title: str) -> bool:
     """Record `title` if the session still has none, decided under its lock."""
     if not title:
@@ -87,15 +86,3 @@ async def record_made(uows: UnitOfWorkFactory, session_id: UUID, title: str) -> 
             log.info("session_titled session=%s", session_id)
     except Exception:
         log.exception("session_title_failed session=%s", session_id)
-
-
-async def name_session(
-    uows: UnitOfWorkFactory, model: ModelProvider, session_id: UUID, model_name: str, first_message: str
-) -> None:
-    """Make and record the session's title; never raises (but for cancellation)."""
-    try:
-        title = await make_title(model, session_id, model_name, first_message)
-    except Exception:
-        log.exception("session_title_failed session=%s", session_id)
-        return
-    await record_made(uows, session_id, title)

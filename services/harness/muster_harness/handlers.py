@@ -17,6 +17,7 @@ from muster_agent.loop import LoopDeps, StepOutcome, run_until_idle
 from muster_agent.runners import Runners
 from muster_agent.session_store import SessionState
 from muster_contracts.commands import CancelSession, CompactSession, ProcessSession, ResumeSession
+from muster_runtime.uow.phases import RUNNING_PHASES, WAITING_PHASES
 from muster_runtime.uow.unit_of_work import AbstractUnitOfWork
 
 log = logging.getLogger("muster.harness")
@@ -137,10 +138,10 @@ async def _title(deps: HarnessDeps, state: SessionState | None, session_id: UUID
 async def _begin_locked(uow: AbstractUnitOfWork, row: Mapping[str, Any]) -> Begun:
     """With the session locked: whether a turn runs (already, or started now from the
     oldest queued input), with the state of a turn started now."""
-    if row["phase"] in store.RUNNING_PHASES:
+    if row["phase"] in RUNNING_PHASES:
         log.info("session_loop_start session=%s phase=%s", row["session_id"], row["phase"])
         return Begun(True)
-    if row["phase"] in store.WAITING_PHASES:
+    if row["phase"] in WAITING_PHASES:
         return NOT_BEGUN  # its answer resumes it; queued input waits for the turn's end
     started = await store.start_next_turn(uow, row)
     if started is None:

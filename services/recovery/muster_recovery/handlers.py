@@ -11,7 +11,8 @@ from uuid import UUID
 
 from muster_agent.barrier import barrier_checked, has_undelivered, settle
 from muster_contracts.published import RecordedEvent
-from muster_runtime.uow.unit_of_work import OPEN_STATUSES, UnitOfWorkFactory
+from muster_runtime.uow.phases import OPEN_STATUSES
+from muster_runtime.uow.unit_of_work import UnitOfWorkFactory
 
 from muster_recovery.cascade import cancel_children
 

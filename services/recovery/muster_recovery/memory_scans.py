@@ -10,7 +10,7 @@ from uuid import UUID
 from muster_agent.barrier import TERMINAL
 from muster_runtime.uow import memory_trees
 from muster_runtime.uow.memory_uow import MemoryStore
-from muster_runtime.uow.unit_of_work import OPEN_STATUSES, RUNNING_PHASES, WAITING_PHASES
+from muster_runtime.uow.phases import OPEN_STATUSES, RUNNING_PHASES, WAITING_PHASES
 
 from muster_recovery.scan_port import ExecutionsDue, Placement, RecoveryScans, SessionsDue
 

@@ -9,12 +9,12 @@ from collections.abc import Iterable
 from datetime import datetime
 from uuid import UUID
 
-from muster_agent import session_store as store
 from muster_agent.executions import announce
 from muster_contracts import events as ev
 from muster_contracts.commands import ProcessSession, RunExecution
 from muster_runtime.messaging import topics
-from muster_runtime.uow.unit_of_work import OPEN_STATUSES, UnitOfWorkFactory
+from muster_runtime.uow.phases import OPEN_STATUSES, RUNNING_PHASES
+from muster_runtime.uow.unit_of_work import UnitOfWorkFactory
 
 log = logging.getLogger("muster.recovery")
 
@@ -24,7 +24,7 @@ async def take_over_session(uows: UnitOfWorkFactory, session_id: UUID, now: date
     ProcessSession. False when a runner holds it again or the turn ended meanwhile."""
     async with uows() as uow:
         row = await uow.lock_session(session_id)
-        if row is None or row["phase"] not in store.RUNNING_PHASES:
+        if row is None or row["phase"] not in RUNNING_PHASES:
             return False
         lease = await uow.lease_live(str(session_id), now)
         if lease:

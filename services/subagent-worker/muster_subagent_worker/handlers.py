@@ -9,7 +9,6 @@ from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from uuid import UUID
 
-from muster_agent import session_store as store
 from muster_agent.executions import finish_quietly
 from muster_agent.loop import LoopDeps, run_until_idle
 from muster_agent.runners import Runners
@@ -17,6 +16,7 @@ from muster_agent.session_state import snapshot_state
 from muster_agent.stopping import DEADLINE_PASSED, stop_execution
 from muster_contracts import events as ev
 from muster_contracts.commands import CancelExecution, RunExecution
+from muster_runtime.uow.phases import RUNNING_PHASES, WAITING_PHASES
 from muster_runtime.uow.unit_of_work import AbstractUnitOfWork
 
 log = logging.getLogger("muster.worker")
@@ -56,7 +56,7 @@ async def run_execution(cmd: RunExecution, deps: WorkerDeps) -> None:
     # first (then it reads its own); a state gone stale meanwhile fails its first record
     # and is read again, like any lost race.
     state = snapshot_state(claim.child_state)
-    if claim.child_phase not in (*store.RUNNING_PHASES, *store.WAITING_PHASES, *STOPPED):
+    if claim.child_phase not in (*RUNNING_PHASES, *WAITING_PHASES, *STOPPED):
         state = None
         async with deps.loop.uows() as uow:
             await revive_child(uow, key, child)
@@ -98,7 +98,7 @@ async def revive_child(uow: AbstractUnitOfWork, execution_id: UUID, child_id: UU
     the model, or carries on from the last complete round. A cancelled child stays so, and
     a waiting one waits (its answer resumes it)."""
     child = await uow.lock_session(child_id)
-    if child is None or child["phase"] in (*store.RUNNING_PHASES, *store.WAITING_PHASES, *STOPPED):
+    if child is None or child["phase"] in (*RUNNING_PHASES, *WAITING_PHASES, *STOPPED):
         return
     await uow.append(
         str(child_id), [ev.SessionPhaseChanged(phase="RUNNING")], expected_version=child["version"]

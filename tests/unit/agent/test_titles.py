@@ -4,6 +4,7 @@ while this one was being made, is kept)."""
 
 from __future__ import annotations
 
+from typing import Any
 from uuid import UUID
 
 import pytest
@@ -51,7 +52,9 @@ def test_a_title_is_the_first_line_trimmed(text: str, title: str) -> None:
 
 
 async def test_the_scripted_model_titles_with_the_first_line() -> None:
-    title = await titles.make_title(ScriptedModel(), UUID(int=1), "default", "Fix the login bug\nIt fails on Safari")
+    title = await titles.make_title(
+        ScriptedModel(), UUID(int=1), "default", "Fix the login bug\nIt fails on Safari"
+    )
     assert title == "Fix the login bug"
 
 
@@ -64,25 +67,31 @@ async def test_a_real_model_is_asked_and_a_failed_call_falls_back_to_the_first_l
     assert await titles.make_title(Answering(None), UUID(int=1), "gpt-x", "Fix it\nnow") == "Fix it"
 
 
+async def name_session(uows: Any, model: Any, session_id: UUID, model_name: str, first: str) -> None:
+    """What the harness does for a turn that started an untitled session: make the title,
+    then record it (`muster_harness.handlers.drive`)."""
+    await titles.record_made(uows, session_id, await titles.make_title(model, session_id, model_name, first))
+
+
 async def test_an_untitled_session_gets_its_title_once() -> None:
     store = MemoryStore()
     sid = await session(store)
-    await titles.name_session(store.uow, ScriptedModel(), sid, "default", "Write the report\nmore")
-    await titles.name_session(store.uow, ScriptedModel(), sid, "default", "Another message")
+    await name_session(store.uow, ScriptedModel(), sid, "default", "Write the report\nmore")
+    await name_session(store.uow, ScriptedModel(), sid, "default", "Another message")
     assert titled(store, sid) == ["Write the report"]
 
 
 async def test_a_title_the_user_set_is_never_replaced_even_one_set_while_the_title_was_made() -> None:
     store = MemoryStore()
     given = await session(store, title="mine")
-    await titles.name_session(store.uow, ScriptedModel(), given, "default", "Write the report")
+    await name_session(store.uow, ScriptedModel(), given, "default", "Write the report")
     assert titled(store, given) == []
     racing = await session(store)
 
     async def user_renames() -> None:
         await management.change_settings(store.uow, USER, str(racing), {"title": "renamed meanwhile"})
 
-    await titles.name_session(store.uow, Answering("Model title", user_renames), racing, "default", "Write")
+    await name_session(store.uow, Answering("Model title", user_renames), racing, "default", "Write")
     assert titled(store, racing) == ["renamed meanwhile"]
 
 
@@ -90,5 +99,5 @@ async def test_a_subagent_is_never_titled() -> None:
     store = MemoryStore()
     parent = await session(store)
     child = await session(store, session_type="SUBAGENT", parent_session_id=parent, root_session_id=parent)
-    await titles.name_session(store.uow, ScriptedModel(), child, "default", "the task")
+    await name_session(store.uow, ScriptedModel(), child, "default", "the task")
     assert titled(store, child) == []

@@ -13,7 +13,8 @@ from uuid import uuid4
 from hypothesis import strategies as st
 from muster_contracts import events as ev
 from muster_contracts import session_events as se
-from muster_runtime.uow.unit_of_work import RUNNING_PHASES, AbstractUnitOfWork
+from muster_runtime.uow.phases import RUNNING_PHASES
+from muster_runtime.uow.unit_of_work import AbstractUnitOfWork
 
 from tests.unit.runtime.twin_streams import History
 from tests.unit.runtime.twin_world import Session, World, assistant, misc, phase, tool, user, wait

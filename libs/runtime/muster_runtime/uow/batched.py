@@ -10,8 +10,8 @@ from uuid import UUID
 
 from muster_runtime.process.db import Connection
 from muster_runtime.uow.coalescing import Coalescer
+from muster_runtime.uow.phases import OPEN_STATUSES
 from muster_runtime.uow.postgres_queries import CLAIM_EXECUTIONS
-from muster_runtime.uow.unit_of_work import OPEN_STATUSES
 
 
 @dataclass(frozen=True)

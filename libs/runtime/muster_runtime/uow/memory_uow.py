@@ -25,11 +25,9 @@ from muster_runtime.store.eventstore import ConcurrencyError, Recorded, StoredEv
 from muster_runtime.uow import memory_trees
 from muster_runtime.uow.aggregates import Compaction, Input, Message, Session, Wait
 from muster_runtime.uow.memory_projection import Tables, project
-from muster_runtime.uow.phases import ACTIVE_PHASES
+from muster_runtime.uow.phases import ACTIVE_PHASES, OPEN_STATUSES, RUNNING_PHASES
 from muster_runtime.uow.recovery_views import TreeStatus
 from muster_runtime.uow.unit_of_work import (
-    OPEN_STATUSES,
-    RUNNING_PHASES,
     AbstractUnitOfWork,
     ExecutionClaim,
     LockedClaim,

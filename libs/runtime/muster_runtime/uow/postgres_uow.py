@@ -36,7 +36,7 @@ from muster_runtime.store import eventstore
 from muster_runtime.store.eventstore import StoredEvent
 from muster_runtime.uow import batched, leases, postgres_trees, quiet_close, tracking
 from muster_runtime.uow.aggregates import Compaction, Input, Message, Session, Wait
-from muster_runtime.uow.phases import ACTIVE_PHASES
+from muster_runtime.uow.phases import ACTIVE_PHASES, OPEN_STATUSES
 from muster_runtime.uow.postgres_queries import (
     CLAIM_SESSION,
     LOAD_STATE,
@@ -50,7 +50,6 @@ from muster_runtime.uow.postgres_queries import (
 )
 from muster_runtime.uow.recovery_views import TreeStatus
 from muster_runtime.uow.unit_of_work import (
-    OPEN_STATUSES,
     AbstractUnitOfWork,
     DuplicateKey,
     ExecutionClaim,

@@ -16,7 +16,8 @@ from muster_contracts.events import DomainEvent
 from muster_runtime.messaging import topics
 from muster_runtime.process.db import Connection, UniqueViolation
 from muster_runtime.store.eventstore import ConcurrencyError, EventBatch
-from muster_runtime.uow.unit_of_work import OPEN_STATUSES, RunClose
+from muster_runtime.uow.phases import OPEN_STATUSES
+from muster_runtime.uow.unit_of_work import RunClose
 
 CLOSE_QUIETLY = "SELECT * FROM muster_close_quietly(" + ", ".join(f"${n}" for n in range(1, 17)) + ")"
 

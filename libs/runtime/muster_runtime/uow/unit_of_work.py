@@ -31,11 +31,6 @@ from muster_contracts.events import DomainEvent
 
 from muster_runtime.store.eventstore import Recorded, StoredEvent
 from muster_runtime.uow.aggregates import Compaction, Input, Message, Session, Wait
-
-# Re-exported for the modules that import them from here; phases.py defines them.
-from muster_runtime.uow.phases import OPEN_STATUSES as OPEN_STATUSES
-from muster_runtime.uow.phases import RUNNING_PHASES as RUNNING_PHASES
-from muster_runtime.uow.phases import WAITING_PHASES as WAITING_PHASES
 from muster_runtime.uow.recovery_views import TreeStatus
 
 Row = dict[str, Any]
