@@ -26,7 +26,10 @@ async def postgres_server_url() -> AsyncIterator[str]:
     """URL of a server on which tests may create and drop their own databases."""
     given = os.environ.get("DATABASE_URL")
     if given:
+        from tests.databases import drop_templates
+
         yield given
+        await drop_templates(given)
         return
     from muster_launcher import postgres
 

@@ -150,8 +150,9 @@ async def test_rebuild_while_appends_run_loses_nothing_and_aborts_no_writer(pool
 
 
 @pytest.mark.slow
-async def test_rebuild_throughput_on_a_50k_event_log(postgres_server_url: str) -> None:
-    sessions, rounds, per_append = 500, 10, 10  # 50k events, runs of 10 interleaved
+async def test_rebuild_of_an_interleaved_10k_event_log(postgres_server_url: str) -> None:
+    # Correctness at some scale; its speed is measured by `make bench` (bench/rebuild.py).
+    sessions, rounds, per_append = 100, 10, 10  # 10k events, runs of 10 interleaved
     async with fresh_database(postgres_server_url) as big:
         ids = [uuid4() for _ in range(sessions)]
 
