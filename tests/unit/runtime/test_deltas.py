@@ -122,3 +122,24 @@ async def test_a_full_buffer_or_a_failed_send_ends_that_message_preview() -> Non
     assert _bodies(producer) == [("m3", 0, "w")]
     assert publisher.dropped == 8
     await _stop(task)
+
+
+async def test_the_end_of_a_model_call_sends_what_waits_of_it_at_once_and_forgets_it() -> None:
+    producer = Producer()
+    publisher = DeltaPublisher(producer, None, interval_s=60)  # type: ignore[arg-type]
+    task = asyncio.create_task(publisher.run())
+    publisher.offer("s1", "m1", 0, "a")
+    await _until(lambda: len(producer.sent) == 1)
+    await _ack_all(producer)
+    publisher.offer("s1", "m1", 1, "b")
+    publisher.offer("s1", "m1", 2, "c")
+    await asyncio.sleep(0.01)
+    assert len(producer.sent) == 1  # gathering for the interval
+    publisher.end("m1")
+    await _until(lambda: len(producer.sent) == 2)  # not a minute later
+    assert _bodies(producer) == [("m1", 0, "a"), ("m1", 1, "bc")]
+    publisher.offer("s1", "m1", 3, "late")  # forgotten: dropped
+    assert publisher.dropped == 1
+    publisher.end("m1")  # again, or for a message never offered: nothing
+    publisher.end("m9")
+    await _stop(task)

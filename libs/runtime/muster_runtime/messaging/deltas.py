@@ -7,11 +7,12 @@ acknowledgement there — never in the loop — and then rings the local broker'
 gateway fetches at once.
 
 What one record carries (ADR 0044): a message's first piece travels alone and at once (the
-wait for the first text is what a reader notices); the pieces after it gather for up to
-`interval_s` after the previous send and travel as one record per message. Every record of
-a message gets the next `index` from 0, so the pieces a client sees count without a gap. A
-piece lost (a full buffer, a failed send) ends its message's preview: what a client sees is
-always a beginning of the answer, and the durable message brings the rest.
+wait for the first text is what a reader notices); the pieces after it gather until
+`interval_s` (25 ms) after the previous send, or until the model call ends (`end`), and
+travel as one record per message. Every record of a message gets the next `index` from 0,
+so the pieces a client sees count without a gap. A piece lost (a full buffer, a failed
+send) ends its message's preview: what a client sees is always a beginning of the answer,
+and the durable message brings the rest.
 """
 
 from __future__ import annotations
@@ -33,7 +34,7 @@ from muster_runtime.messaging.outbox import Record
 log = logging.getLogger("muster.deltas")
 
 DEFAULT_BUFFER = 2_000  # pieces waiting to be sent, over every session of the process
-DEFAULT_INTERVAL_S = 0.015  # how long the pieces after a message's first gather, at most
+DEFAULT_INTERVAL_S = 0.025  # how long the pieces after a message's first gather, at most
 MESSAGES_KEPT = 4_096  # messages whose next index this process remembers (the latest used)
 
 
@@ -106,6 +107,13 @@ class DeltaPublisher:
             else:
                 message.open = group
         self._ready.set()
+
+    def end(self, message_id: str) -> None:
+        """The model has given the whole answer: what waits of it goes now, and the message
+        is forgotten (a piece offered after this is dropped)."""
+        message = self._messages.pop(message_id, None)
+        if message is not None and message.open is not None:
+            self._urgent.set()
 
     def _remember(self, message: _Message) -> _Message:
         self._messages[message.message_id] = message
