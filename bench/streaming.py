@@ -161,7 +161,7 @@ async def throughput(
 
 async def run(n: int, latency_turns: int, rounds: int) -> dict[str, Any]:
     with BenchCluster() as cluster:
-        latency = await first_piece_latency(cluster, latency_turns)
+        latency = await first_piece_latency(cluster, latency_turns) if latency_turns else {}
         await throughput(cluster, 32, 16, plain_script(), "warm")
         arms = {
             "plain": plain_script(),
@@ -171,8 +171,10 @@ async def run(n: int, latency_turns: int, rounds: int) -> dict[str, Any]:
         passes: dict[str, list[float]] = {arm: [] for arm in arms}
         cpu: dict[str, list[dict[str, float]]] = {arm: [] for arm in arms}
         for r in range(rounds):
-            for arm, content in arms.items():
-                passes[arm].append(await throughput(cluster, n, 16, content, f"{arm}{r}", cpu[arm]))
+            # Every other round backwards, so a machine growing busier or idler meanwhile
+            # weighs on no arm more than another.
+            for arm in list(arms)[:: 1 if r % 2 == 0 else -1]:
+                passes[arm].append(await throughput(cluster, n, 16, arms[arm], f"{arm}{r}", cpu[arm]))
     medians = {arm: statistics.median(values) for arm, values in passes.items()}
     medians_of = {
         arm: {key: round(statistics.median(p[key] for p in per), 2) for key in per[0]} for arm, per in cpu.items()
@@ -195,8 +197,23 @@ async def run(n: int, latency_turns: int, rounds: int) -> dict[str, Any]:
                 arm: round((cpu_ms[arm]["total"] - cpu_ms["plain"]["total"]) / cpu_ms["plain"]["total"] * 100, 1)
                 for arm in ("streamed", "burst")
             },
+            # Each round's arms against its own plain pass, then the median over rounds: on a
+            # shared machine steadier than the ratio of medians.
+            "paired_cost_pct": {
+                arm: {
+                    "throughput": _median_pct([(p - a) / p for p, a in zip(passes["plain"], passes[arm], strict=True)]),
+                    "cpu": _median_pct(
+                        [(a["total"] - p["total"]) / p["total"] for p, a in zip(cpu["plain"], cpu[arm], strict=True)]
+                    ),
+                }
+                for arm in ("streamed", "burst")
+            },
         },
     }
+
+
+def _median_pct(ratios: list[float]) -> float:
+    return round(statistics.median(ratios) * 100, 1)
 
 
 def main() -> None:
