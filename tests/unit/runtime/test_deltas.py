@@ -143,3 +143,25 @@ async def test_the_end_of_a_model_call_sends_what_waits_of_it_at_once_and_forget
     publisher.end("m1")  # again, or for a message never offered: nothing
     publisher.end("m9")
     await _stop(task)
+
+
+async def test_a_batch_goes_out_while_the_one_before_awaits_its_ack_and_a_failed_ack_ends_the_preview() -> None:
+    producer, ringer = Producer(), Ringer()
+    publisher = DeltaPublisher(producer, ringer, interval_s=0)  # type: ignore[arg-type]
+    task = asyncio.create_task(publisher.run())
+    publisher.offer("s1", "m1", 0, "a")
+    await _until(lambda: len(producer.sent) == 1)
+    publisher.offer("s2", "m2", 0, "x")  # the first batch is not acknowledged yet
+    await _until(lambda: len(producer.sent) == 2)
+    assert ringer.rung == []
+    producer.acks[1].set_result(None)
+    await _until(lambda: ringer.rung == [[("muster.deltas", b"s2")]])
+    producer.acks[0].set_exception(OSError("not written"))
+    await _until(lambda: publisher.dropped == 1)
+    assert ringer.rung == [[("muster.deltas", b"s2")]]  # nothing rung for what failed
+    publisher.offer("s1", "m1", 1, "b")  # m1's preview has a hole now: ended
+    publisher.offer("s2", "m2", 1, "y")
+    await _until(lambda: len(producer.sent) == 3)
+    assert _bodies(producer)[-1] == ("m2", 1, "y")
+    assert publisher.dropped == 2
+    await _stop(task)
