@@ -45,9 +45,12 @@ def plain_script() -> str:
     return "#script " + json.dumps({"steps": [{"content": ANSWER, "delay_ms": (PIECES - 1) * PIECE_MS}]})
 
 
-async def one_turn(ws: Any, content: str, tag: str, first_delta: dict[str, float] | None = None) -> float:
+async def one_turn(
+    ws: Any, content: str, tag: str, first_delta: dict[str, float] | None = None, frames: list[int] | None = None
+) -> float:
     """One turn on a fresh session; returns ms from create_session to COMPLETED. With
-    `first_delta`, records the receive time of each message's first piece."""
+    `first_delta`, records the receive time of each message's first piece; with `frames`,
+    counts the frames the turn brought (`[all, assistant_delta]`)."""
     started = time.perf_counter()
     await ws.send(json.dumps({"type": "create_session", "id": tag, "data": {"content": content}}))
     session_id = None
@@ -55,6 +58,9 @@ async def one_turn(ws: Any, content: str, tag: str, first_delta: dict[str, float
         received = time.time()
         frame = json.loads(raw)
         kind = frame.get("type")
+        if frames is not None:
+            frames[0] += 1
+            frames[1] += kind == "assistant_delta"
         if kind == "assistant_delta" and first_delta is not None:
             data = frame["data"]
             if data["index"] == 0:
@@ -128,8 +134,9 @@ async def throughput(
     cluster: BenchCluster, n: int, c: int, content: str, label: str, cpu: list[dict[str, float]] | None = None
 ) -> float:
     """Turns per second; with `cpu`, the cluster's CPU ms per turn by role appended to it
-    (steadier than throughput on a shared machine)."""
+    (steadier than throughput on a shared machine), and the frames per turn."""
     queue: asyncio.Queue[int] = asyncio.Queue()
+    frames = [0, 0]
     for i in range(n):
         queue.put_nowait(i)
 
@@ -137,7 +144,7 @@ async def throughput(
         async with websockets.connect(f"{cluster.ws_url}?token={cluster.token}", max_size=None) as ws:
             while not queue.empty():
                 i = queue.get_nowait()
-                await one_turn(ws, content, f"{label}-{i}")
+                await one_turn(ws, content, f"{label}-{i}", frames=frames)
 
     before = snapshot(cluster)
     started = time.perf_counter()
@@ -145,13 +152,16 @@ async def throughput(
     elapsed = time.perf_counter() - started
     if cpu is not None:
         w = window(before, snapshot(cluster))
-        cpu.append({role: 1000 * s / n for role, s in w.cpu_s.items()} | {"total": 1000 * w.total_cpu_s / n})
+        cpu.append(
+            {role: 1000 * s / n for role, s in w.cpu_s.items()}
+            | {"total": 1000 * w.total_cpu_s / n, "frames": frames[0] / n, "delta_frames": frames[1] / n}
+        )
     return n / elapsed
 
 
 async def run(n: int, latency_turns: int, rounds: int) -> dict[str, Any]:
     with BenchCluster() as cluster:
-        latency = await first_piece_latency(cluster, latency_turns)
+        latency = await first_piece_latency(cluster, latency_turns) if latency_turns else {}
         await throughput(cluster, 32, 16, plain_script(), "warm")
         arms = {
             "plain": plain_script(),
@@ -161,13 +171,16 @@ async def run(n: int, latency_turns: int, rounds: int) -> dict[str, Any]:
         passes: dict[str, list[float]] = {arm: [] for arm in arms}
         cpu: dict[str, list[dict[str, float]]] = {arm: [] for arm in arms}
         for r in range(rounds):
-            for arm, content in arms.items():
-                passes[arm].append(await throughput(cluster, n, 16, content, f"{arm}{r}", cpu[arm]))
+            # Every other round backwards, so a machine growing busier or idler meanwhile
+            # weighs on no arm more than another.
+            for arm in list(arms)[:: 1 if r % 2 == 0 else -1]:
+                passes[arm].append(await throughput(cluster, n, 16, arms[arm], f"{arm}{r}", cpu[arm]))
     medians = {arm: statistics.median(values) for arm, values in passes.items()}
-    cpu_ms = {
-        arm: {role: round(statistics.median(p[role] for p in per), 2) for role in per[0]}
-        for arm, per in cpu.items()
+    medians_of = {
+        arm: {key: round(statistics.median(p[key] for p in per), 2) for key in per[0]} for arm, per in cpu.items()
     }
+    counts = ("frames", "delta_frames")
+    cpu_ms = {arm: {k: v for k, v in m.items() if k not in counts} for arm, m in medians_of.items()}
     plain = medians["plain"]
     return {
         "first_piece_to_client_c1": latency,
@@ -179,12 +192,28 @@ async def run(n: int, latency_turns: int, rounds: int) -> dict[str, Any]:
             "streamed_cost_pct": round((plain - medians["streamed"]) / plain * 100, 1),
             "burst_cost_pct": round((plain - medians["burst"]) / plain * 100, 1),
             "cpu_ms_per_turn_median": cpu_ms,
+            "frames_per_turn_median": {arm: {k: m[k] for k in counts} for arm, m in medians_of.items()},
             "cpu_cost_pct": {
                 arm: round((cpu_ms[arm]["total"] - cpu_ms["plain"]["total"]) / cpu_ms["plain"]["total"] * 100, 1)
                 for arm in ("streamed", "burst")
             },
+            # Each round's arms against its own plain pass, then the median over rounds: on a
+            # shared machine steadier than the ratio of medians.
+            "paired_cost_pct": {
+                arm: {
+                    "throughput": _median_pct([(p - a) / p for p, a in zip(passes["plain"], passes[arm], strict=True)]),
+                    "cpu": _median_pct(
+                        [(a["total"] - p["total"]) / p["total"] for p, a in zip(cpu["plain"], cpu[arm], strict=True)]
+                    ),
+                }
+                for arm in ("streamed", "burst")
+            },
         },
     }
+
+
+def _median_pct(ratios: list[float]) -> float:
+    return round(statistics.median(ratios) * 100, 1)
 
 
 def main() -> None:

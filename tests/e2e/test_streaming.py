@@ -69,7 +69,9 @@ async def test_deltas_reach_two_sockets_in_order_before_the_message(
             assert "".join(p["text"] for p in pieces) == ANSWER == message["content"]
             assert {p["messageId"] for p in pieces} == {message["messageId"]}
             assert all("position" not in f for f in client.conn.log.deltas[sid])
-            assert len(pieces) == -(-len(ANSWER) // 5)
+            # 20 ms apart, each piece goes alone; the publisher may join pieces that wait
+            # together (ADR 0044), never split one, and the indexes count records.
+            assert 2 <= len(pieces) <= -(-len(ANSWER) // 5)
         # History holds the durable message only.
         history = await alice_rest.messages(sid)
         assert [(m["role"], m.get("content")) for m in history][1:] == [("ASSISTANT", ANSWER)]

@@ -58,7 +58,11 @@ class Deltas(Protocol):
 
     def offer(
         self, session_id: str, message_id: str, index: int, text: str, after_version: int = 0
-    ) -> None: ...
+    ) -> None:
+        """Queue one piece; `index` counts the message's pieces from 0."""
+
+    def end(self, message_id: str) -> None:
+        """The model call is over: what waits of the message goes now (ADR 0044)."""
 
 
 TRANSIENT = (eventstore.ConcurrencyError, asyncpg.DeadlockDetectedError, asyncpg.SerializationError)
@@ -207,6 +211,9 @@ async def step(deps: LoopDeps, state: SessionState | None) -> Step:
             reply = await deps.model.complete(request)
     except ModelError as exc:
         return await _close_turn(deps, state, [], failure=str(exc))
+    finally:
+        if deps.deltas is not None:
+            deps.deltas.end(str(message_id))
     return await _record_reply(deps, state, reply, message_id)
 
 

@@ -141,10 +141,14 @@ class Previews:
     def __init__(self) -> None:
         self.offered: list[tuple[str, str, int, str]] = []
         self.after_versions: set[int] = set()
+        self.ended: list[str] = []
 
     def offer(self, session_id: str, message_id: str, index: int, text: str, after_version: int = 0) -> None:
         self.offered.append((session_id, message_id, index, text))
         self.after_versions.add(after_version)
+
+    def end(self, message_id: str) -> None:
+        self.ended.append(message_id)
 
 
 async def test_streamed_pieces_name_the_message_the_loop_then_records(tmp_path: Path) -> None:
@@ -161,6 +165,7 @@ async def test_streamed_pieces_name_the_message_the_loop_then_records(tmp_path: 
     assert previews.offered == [
         (str(sid), str(answer.message_id), i, text) for i, text in enumerate(["Hel", "lo ", "wor", "ld"])
     ]
+    assert previews.ended == [str(answer.message_id)]  # told once the model call was over
     # Each piece names the version the session was at when the model was called: past the
     # user's message and RUNNING, short of the answer (the gateway orders them by it).
     [after] = previews.after_versions
