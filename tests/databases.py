@@ -15,7 +15,6 @@ from muster_runtime.store.migrate import upgrade
 from muster_runtime.uow.postgres_uow import PostgresUnitOfWork
 from muster_runtime.uow.unit_of_work import UnitOfWorkFactory
 
-
 # Per server, a database migrated to head once per test session: each fresh database is a
 # copy of it (`CREATE DATABASE … TEMPLATE`, a file copy), not a run of every migration.
 _templates: dict[str, str] = {}

@@ -21,6 +21,7 @@ from uuid import UUID, uuid4
 
 from muster_contracts import events as ev
 from muster_contracts.tool_arguments import parsed_arguments
+from muster_runtime.uow.aggregates import Session
 from muster_runtime.uow.unit_of_work import UnitOfWorkFactory
 
 from muster_agent.file_snapshots import Snapshot, sha256, take_snapshot, unified_diff
@@ -164,5 +165,6 @@ async def record_unanswered(
         row = await uow.lock_session(session_id)
         if row is None:
             return
+        session = Session.of(row)
         await uow.store_blobs(blobs)
-        await uow.append(str(session_id), list(changes), expected_version=row["version"])
+        await uow.append(str(session_id), list(changes), expected_version=session.version)

@@ -13,6 +13,7 @@ from muster_agent.executions import announce
 from muster_contracts import events as ev
 from muster_contracts.commands import ProcessSession, RunExecution
 from muster_runtime.messaging import topics
+from muster_runtime.uow.aggregates import Session
 from muster_runtime.uow.phases import OPEN_STATUSES, RUNNING_PHASES
 from muster_runtime.uow.unit_of_work import UnitOfWorkFactory
 
@@ -52,7 +53,8 @@ async def take_over_execution(uows: UnitOfWorkFactory, execution_id: UUID, now: 
         execution = await uow.execution(execution_id)
         if execution is None or execution["status"] not in OPEN_STATUSES:
             return False
-        parent = await uow.lock_session(execution["parent_session_id"])
+        locked = await uow.lock_session(execution["parent_session_id"])
+        parent = Session.of(locked) if locked is not None else None
         execution = await uow.execution(execution_id, lock=True)
         if execution is None or execution["status"] not in OPEN_STATUSES:
             return False
