@@ -16,7 +16,7 @@ import os
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, cast
+from typing import Any
 from uuid import UUID, uuid4
 
 from muster_contracts import events as ev
@@ -141,7 +141,7 @@ class ChangeRecorder:
             after_sha256=self._keep(after.content),
             before_size=before.size,
             after_size=after.size,
-            session_type=cast(ev.SessionType, self.state.session_type),
+            session_type=self.state.session_type,
             agent_type=self.state.agent_type,
             note=before.note or after.note,
         )
