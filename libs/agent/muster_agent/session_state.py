@@ -12,6 +12,7 @@ from uuid import UUID
 
 from muster_contracts import events as ev
 from muster_contracts.tool_arguments import with_text_arguments
+from muster_runtime.uow import aggregates
 from muster_runtime.uow.aggregates import Session
 from muster_runtime.uow.phases import RUNNING_PHASES
 from muster_runtime.uow.unit_of_work import SessionSnapshot
@@ -64,7 +65,8 @@ class Compaction:
     def of(cls, row: Mapping[str, Any] | None) -> Compaction | None:
         if row is None:
             return None
-        return cls(int(row["boundary_seq"]), str(row["summary"]), int(row["at_seq"]))
+        stored = aggregates.Compaction.of(row)
+        return cls(stored.boundary_seq, stored.summary, stored.at_seq)
 
 
 def context_chat(
