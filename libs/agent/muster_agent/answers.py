@@ -19,7 +19,7 @@ from muster_contracts import events as ev
 from muster_contracts import wait_events as we
 from muster_contracts.commands import ProcessSession, RunExecution
 from muster_runtime.messaging import topics
-from muster_runtime.uow.aggregates import Session, Wait
+from muster_runtime.uow.aggregates import Execution, Session, Wait
 from muster_runtime.uow.phases import WAIT_PHASE
 from muster_runtime.uow.unit_of_work import AbstractUnitOfWork, UnitOfWorkFactory
 
@@ -152,11 +152,12 @@ async def _resume(uow: AbstractUnitOfWork, session: Session) -> None:
         command = ProcessSession(session_id=session_id, reason="answered")
         await uow.send(topics.COMMANDS, str(session_id), command)
         return
-    execution = await uow.open_execution_of(session_id)
-    if execution is not None:
+    row = await uow.open_execution_of(session_id)
+    if row is not None:
+        execution = Execution.of(row)
         run = RunExecution(
-            execution_id=execution["execution_id"],
+            execution_id=execution.execution_id,
             child_session_id=session_id,
-            parent_session_id=execution["parent_session_id"],
+            parent_session_id=execution.parent_session_id,
         )
         await uow.send(topics.DELEGATIONS, str(session_id), run)

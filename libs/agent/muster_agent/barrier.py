@@ -19,8 +19,8 @@ from muster_contracts import events as ev
 from muster_contracts.commands import ResumeSession
 from muster_runtime.messaging import topics
 from muster_runtime.process import tracing
-from muster_runtime.uow.phases import RUNNING_PHASES, WAITING_PHASES
-from muster_runtime.uow.unit_of_work import AbstractUnitOfWork, Row, UnitOfWorkFactory
+from muster_runtime.uow.aggregates import Execution, Session
+from muster_runtime.uow.unit_of_work import AbstractUnitOfWork, UnitOfWorkFactory
 
 from muster_agent import session_store as store
 from muster_agent.history import pending_tool_calls
@@ -28,7 +28,6 @@ from muster_agent.results import execution_result
 
 log = logging.getLogger("muster.barrier")
 
-TERMINAL = ("COMPLETED", "FAILED", "CANCELLED")
 # Metadata of an `ExecutionFinished` whose writer held the parent's lock and settled the
 # barrier if that finish completed the round: recovery need not look at it again.
 BARRIER_CHECKED = {"barrier": "checked"}
@@ -50,29 +49,29 @@ async def settle(uows: UnitOfWorkFactory, parent_session_id: UUID) -> int:
         parent = await uow.lock_session(parent_session_id)
         if parent is None:
             return 0
-        return await settle_locked(uow, parent)
+        return await settle_locked(uow, Session.of(parent))
 
 
-async def settle_locked(uow: AbstractUnitOfWork, parent: Row) -> int:
+async def settle_locked(uow: AbstractUnitOfWork, parent: Session) -> int:
     """`settle` inside the caller's transaction, the parent's row locked by the caller."""
-    parent_session_id = parent["session_id"]
-    undelivered = await uow.undelivered_executions(parent_session_id)
+    parent_session_id = parent.session_id
+    undelivered = [Execution.of(row) for row in await uow.undelivered_executions(parent_session_id)]
     if not undelivered:
         return 0
-    if parent["phase"] not in (*RUNNING_PHASES, *WAITING_PHASES):
+    if not parent.cancellable:
         # A parent waiting for an approval of a later call of the round still runs its turn.
-        return await _suppress(uow, parent, [e for e in undelivered if e["status"] in TERMINAL])
+        return await _suppress(uow, parent, [e for e in undelivered if e.terminal])
     state = await store.load_state(uow, parent_session_id)
     assert state is not None
     pending = pending_tool_calls(state.messages)
-    by_call = {e["parent_tool_call_id"]: e for e in undelivered}
+    by_call = {e.parent_tool_call_id: e for e in undelivered}
     # Executions of an earlier round whose calls were answered otherwise (interrupted):
     # their result can no longer reach the model.
-    stale = [e for e in undelivered if e["parent_tool_call_id"] not in {c["id"] for c in pending}]
-    settled = await _suppress(uow, parent, [e for e in stale if e["status"] in TERMINAL])
+    stale = [e for e in undelivered if e.parent_tool_call_id not in {c["id"] for c in pending}]
+    settled = await _suppress(uow, parent, [e for e in stale if e.terminal])
     if not pending or any(call["id"] not in by_call for call in pending):
         return settled  # a local tool of this round is still running
-    waiting = [by_call[c["id"]] for c in pending if by_call[c["id"]]["status"] not in TERMINAL]
+    waiting = [by_call[c["id"]] for c in pending if not by_call[c["id"]].terminal]
     if waiting:
         log.info("parent_recovery_wait parent=%s open_executions=%d", parent_session_id, len(waiting))
         return settled
@@ -80,9 +79,9 @@ async def settle_locked(uow: AbstractUnitOfWork, parent: Row) -> int:
         return settled + await _deliver(uow, parent, [by_call[c["id"]] for c in pending])
 
 
-async def _deliver(uow: AbstractUnitOfWork, parent: Row, executions: list[Row]) -> int:
-    parent_id = parent["session_id"]
-    seq = parent["message_count"]
+async def _deliver(uow: AbstractUnitOfWork, parent: Session, executions: list[Execution]) -> int:
+    parent_id = parent.session_id
+    seq = parent.message_count
     parent_events: list[ev.DomainEvent] = []
     for execution in executions:
         seq += 1
@@ -93,8 +92,8 @@ async def _deliver(uow: AbstractUnitOfWork, parent: Row, executions: list[Row]) 
                 seq=seq,
                 role="TOOL",
                 content=execution_result(execution, await _completed_rounds(uow, execution)),
-                tool_call_id=execution["parent_tool_call_id"],
-                source_session_id=execution["child_session_id"],
+                tool_call_id=execution.parent_tool_call_id,
+                source_session_id=execution.child_session_id,
             )
         )
         parent_events.append(await _settle_one(uow, execution, "DELIVERED", tool_message_id))
@@ -106,25 +105,23 @@ async def _deliver(uow: AbstractUnitOfWork, parent: Row, executions: list[Row]) 
     for execution in executions:
         log.info(
             "subagent_result_delivered execution=%s parent=%s status=%s",
-            execution["execution_id"],
+            execution.execution_id,
             parent_id,
-            execution["status"],
+            execution.status,
         )
     log.info("parent_recovery_start parent=%s results=%d", parent_id, len(executions))
     return len(executions)
 
 
-async def _completed_rounds(uow: AbstractUnitOfWork, execution: Row) -> int | None:
+async def _completed_rounds(uow: AbstractUnitOfWork, execution: Execution) -> int | None:
     """For a follow-up: how many of the child's runs completed, this one included."""
-    if execution["invocation_type"] != "FOLLOWUP":
+    if not execution.follow_up:
         return None
-    runs = await uow.runs_of(execution["child_session_id"])
-    this_round: int = execution["round"]
-    completed: int = sum(run["status"] == "COMPLETED" for run in runs if run["round"] <= this_round)
-    return completed
+    runs = [Execution.of(row) for row in await uow.runs_of(execution.child_session_id)]
+    return sum(run.status == "COMPLETED" for run in runs if run.round <= execution.round)
 
 
-async def _suppress(uow: AbstractUnitOfWork, parent: Row, executions: list[Row]) -> int:
+async def _suppress(uow: AbstractUnitOfWork, parent: Session, executions: list[Execution]) -> int:
     if not executions:
         return 0
     notices: list[ev.DomainEvent] = []
@@ -132,27 +129,27 @@ async def _suppress(uow: AbstractUnitOfWork, parent: Row, executions: list[Row])
         notices.append(await _settle_one(uow, execution, "SUPPRESSED"))
         log.info(
             "subagent_result_delivery_skipped execution=%s parent=%s reason=parent_%s",
-            execution["execution_id"],
-            parent["session_id"],
-            (parent["phase"] or "idle").lower(),
+            execution.execution_id,
+            parent.session_id,
+            (parent.phase or "idle").lower(),
         )
-    current = await uow.current_version(str(parent["session_id"]))
-    await uow.append(str(parent["session_id"]), notices, expected_version=current)
+    current = await uow.current_version(str(parent.session_id))
+    await uow.append(str(parent.session_id), notices, expected_version=current)
     return len(executions)
 
 
 async def _settle_one(
     uow: AbstractUnitOfWork,
-    execution: Row,
+    execution: Execution,
     delivery: Literal["DELIVERED", "SUPPRESSED"],
     tool_message_id: UUID | None = None,
 ) -> ev.ExecutionStatusChanged:
     """Record the delivery on the execution's stream; returns the notice for the parent's."""
     await uow.append(
-        str(execution["execution_id"]),
+        str(execution.execution_id),
         [ev.ExecutionDelivered(delivery_status=delivery, tool_message_id=tool_message_id)],
-        expected_version=execution["version"],
+        expected_version=execution.version,
     )
     return ev.ExecutionStatusChanged(
-        execution_id=execution["execution_id"], status=execution["status"], delivery_status=delivery
+        execution_id=execution.execution_id, status=execution.status, delivery_status=delivery
     )

@@ -13,7 +13,7 @@ from uuid import NAMESPACE_URL, UUID, uuid4, uuid5
 from muster_contracts import events as ev
 from muster_contracts.commands import RunExecution
 from muster_runtime.messaging import topics
-from muster_runtime.uow.phases import RUNNING_PHASES, WAITING_PHASES
+from muster_runtime.uow.aggregates import Execution, Session
 from muster_runtime.uow.unit_of_work import AbstractUnitOfWork, SessionBusy, UnitOfWorkFactory
 
 from muster_agent import session_store as store
@@ -50,19 +50,19 @@ class Delegator:
         create every delegation of `calls`, all in one transaction; a refused one gets its
         error as the TOOL result instead."""
         async with self.uows() as uow:
-            row, found = await store.lock_if_current(uow, state.session_id, state.message_count)
-            if row is None or found != store.Lock.CURRENT:
+            parent, found = await store.lock_if_current(uow, state.session_id, state.message_count)
+            if parent is None or found != store.Lock.CURRENT:
                 return store.Recorded(found == store.Lock.MOVED, None)  # moved: reload, look again
-            parent_events = store.message_items(lead, row["message_count"] + 1)
+            parent_events = store.message_items(lead, parent.message_count + 1)
             # The round's ASSISTANT message is the newest one, recorded just now or before.
-            round_state = store.advance(state, row["version"], parent_events)
+            round_state = store.advance(state, parent.version, parent_events)
             seq = round_state.message_count
             waiting = False
             for call in calls:
                 try:
                     if state.session_type == "SUBAGENT":
                         raise DelegationRefused("subagents cannot delegate")
-                    decision = await decide(uow, row, call)
+                    decision = await decide(uow, parent, call)
                     if decision.gate == Gate.REFUSED:
                         raise DelegationRefused(decision.reason)
                     if decision.gate == Gate.WAITING:
@@ -79,10 +79,10 @@ class Delegator:
                     parent_events.append(
                         store.tool_message(call["id"], store.error_result(str(refused)))(seq)
                     )
-            await uow.append(str(state.session_id), parent_events, expected_version=row["version"])
+            await uow.append(str(state.session_id), parent_events, expected_version=parent.version)
         if waiting:
             return store.Recorded(False, None)  # the gateway resumes it once answered
-        after = store.advance(replace(state, phase=row["phase"]), row["version"], parent_events)
+        after = store.advance(replace(state, phase=parent.phase), parent.version, parent_events)
         return store.Recorded(True, after)
 
     def _agent_type(self, value: str) -> str:
@@ -144,7 +144,6 @@ class Delegator:
         if isinstance(given, str) or not given.child_session_id.strip() or not given.task.strip():
             raise DelegationRefused("delegate_followup requires non-empty 'child_session_id' and 'task'")
         child_ref, task = given.child_session_id.strip(), given.task
-        child = None
         try:
             child_id = UUID(child_ref)
         except ValueError:
@@ -158,46 +157,47 @@ class Delegator:
             # NOWAIT: the lock order is child before parent everywhere else, and we already
             # hold the parent. A child row locked right now is being driven by its worker
             # (or cancelled), i.e. still running.
-            child = await uow.lock_session(child_id, nowait=True)
+            row = await uow.lock_session(child_id, nowait=True)
         except SessionBusy:
             raise DelegationRefused(STILL_RUNNING.format(child_ref)) from None
-        if child is None or child["user_id"] != state.user_id:
+        child = Session.of(row) if row is not None else None
+        if child is None or child.user_id != state.user_id:
             raise DelegationRefused(f"session {child_ref} not found")
-        if child["session_type"] != "SUBAGENT":
+        if not child.is_subagent:
             raise DelegationRefused(f"session {child_ref} is not a subagent session")
-        if child["parent_session_id"] != state.session_id:
+        if child.parent_session_id != state.session_id:
             raise DelegationRefused(f"session {child_ref} was not delegated by this session")
-        if child["phase"] in (*RUNNING_PHASES, *WAITING_PHASES, "CANCELLING"):
+        if child.active:
             raise DelegationRefused(STILL_RUNNING.format(child_ref))
-        agent_type = self._agent_type(child["agent_type"])
-        runs = len(await uow.runs_of(child["session_id"]))
+        agent_type = self._agent_type(child.agent_type)
+        runs = [Execution.of(run) for run in await uow.runs_of(child.session_id)]
         task_message_id = uuid4()
         # A child cancelled mid-round has open calls: they are answered before the new task.
-        closing = await store.answer_open_calls(uow, child["session_id"], child["message_count"] + 1)
+        closing = await store.answer_open_calls(uow, child.session_id, child.message_count + 1)
         await uow.append(
-            str(child["session_id"]),
+            str(child.session_id),
             [
                 *closing,
                 ev.MessageRecorded(
                     message_id=task_message_id,
-                    seq=child["message_count"] + len(closing) + 1,
+                    seq=child.message_count + len(closing) + 1,
                     role="USER",
                     content=task,
                 ),
                 ev.SessionPhaseChanged(phase="RUNNING"),
             ],
-            expected_version=child["version"],
+            expected_version=child.version,
         )
         return await self._start_execution(
             uow,
             state,
             call,
             execution_id=execution_id_for(state.session_id, call["id"]),
-            child_id=child["session_id"],
+            child_id=child.session_id,
             agent_type=agent_type,
             task=task,
             invocation="FOLLOWUP",
-            round_=runs + 1,
+            round_=len(runs) + 1,
             start_message_id=task_message_id,
             announce_child=False,
         )

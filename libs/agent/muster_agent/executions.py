@@ -8,7 +8,8 @@ from typing import Any, Literal
 from uuid import UUID
 
 from muster_contracts import events as ev
-from muster_runtime.uow.unit_of_work import AbstractUnitOfWork, Row, RunClose
+from muster_runtime.uow.aggregates import Execution, Session
+from muster_runtime.uow.unit_of_work import AbstractUnitOfWork, RunClose
 
 from muster_agent.barrier import BARRIER_CHECKED, settle_locked
 from muster_agent.history import StoredMessage, turn_finished
@@ -21,23 +22,25 @@ log = logging.getLogger("muster.executions")
 async def finish_execution(
     uow: AbstractUnitOfWork, state: SessionState, final: list[ev.DomainEvent], phase: ev.SessionPhaseChanged
 ) -> None:
-    execution = await uow.open_execution_of(state.session_id)
-    if execution is None:
+    row = await uow.open_execution_of(state.session_id)
+    if row is None:
         return
+    execution = Execution.of(row)
     finished, notice = finish_events(execution, state, final, phase)
     # Lock order everywhere: child session, parent session, then the execution. Whether
     # this is the round's last open child is read before anything is written, so the
     # parent's lock is held for as few statements as possible.
-    parent = await uow.lock_session(execution["parent_session_id"])
+    locked = await uow.lock_session(execution.parent_session_id)
+    parent = Session.of(locked) if locked is not None else None
     last = parent is not None and not [
         e
-        for e in await uow.executions_of(parent["session_id"], open_only=True)
-        if e["execution_id"] != execution["execution_id"]
+        for e in map(Execution.of, await uow.executions_of(parent.session_id, open_only=True))
+        if e.execution_id != execution.execution_id
     ]
     await uow.append(
-        str(execution["execution_id"]),
+        str(execution.execution_id),
         [finished],
-        expected_version=execution["version"],
+        expected_version=execution.version,
         metadata=BARRIER_CHECKED,  # the round's barrier is settled below if this completes it
     )
     await announce(uow, parent, notice)
@@ -49,7 +52,7 @@ async def finish_execution(
 
 
 async def finish_quietly(
-    execution: Row,
+    execution: Execution,
     uow: AbstractUnitOfWork,
     state: SessionState,
     final: list[ev.DomainEvent],
@@ -61,9 +64,9 @@ async def finish_quietly(
     was written, and the close goes the long way."""
     finished, notice = finish_events(execution, state, final, phase)
     run = RunClose(
-        execution_id=execution["execution_id"],
-        execution_version=execution["version"],
-        parent_session_id=execution["parent_session_id"],
+        execution_id=execution.execution_id,
+        execution_version=execution.version,
+        parent_session_id=execution.parent_session_id,
         finished=[finished],
         notice=[notice],
         finished_metadata=BARRIER_CHECKED,  # not the round's last: no barrier to settle
@@ -76,7 +79,7 @@ async def finish_quietly(
 
 
 def finish_events(
-    execution: Row, state: SessionState, final: list[ev.DomainEvent], phase: ev.SessionPhaseChanged
+    execution: Execution, state: SessionState, final: list[ev.DomainEvent], phase: ev.SessionPhaseChanged
 ) -> tuple[ev.ExecutionFinished, ev.ExecutionStatusChanged]:
     """The run's end on its own stream and the notice of it on the parent's, from the
     child's history and the turn's final events."""
@@ -90,7 +93,7 @@ def finish_events(
         if recorded.usage is not None:
             pending_usage[recorded.message_id] = recorded.usage.model_dump()
     # A final answer recorded before a crash closes the run as it is: no new model call.
-    started = any(m.message_id == execution["start_message_id"] for m in messages)
+    started = any(m.message_id == execution.start_message_id for m in messages)
     answer = messages[-1] if started and turn_finished(messages) else None
     rounds, tool_calls, usage = run_totals(execution, messages, pending_usage)
     status: Literal["COMPLETED", "FAILED"] = "COMPLETED" if phase.phase == "COMPLETED" else "FAILED"
@@ -105,23 +108,23 @@ def finish_events(
         usage=usage,
     )
     notice = ev.ExecutionStatusChanged(
-        execution_id=execution["execution_id"], status=status, delivery_status="PENDING"
+        execution_id=execution.execution_id, status=status, delivery_status="PENDING"
     )
     return finished, notice
 
 
-def log_recovered(execution: Row, state: SessionState, finished: ev.ExecutionFinished) -> None:
-    if execution["status"] == "RECOVERING":
+def log_recovered(execution: Execution, state: SessionState, finished: ev.ExecutionFinished) -> None:
+    if execution.status == "RECOVERING":
         log.info(
             "subagent_recovery_complete execution=%s child=%s status=%s",
-            execution["execution_id"],
+            execution.execution_id,
             state.session_id,
             finished.status,
         )
 
 
 def run_totals(
-    execution: Row,
+    execution: Execution,
     messages: list[StoredMessage],
     pending_usage: dict[UUID, dict[str, int]] | None = None,
 ) -> tuple[int, int, ev.TokenUsage]:
@@ -130,11 +133,11 @@ def run_totals(
     history); `pending_usage` covers messages not stored yet."""
     usages: dict[Any, Any] = {m.message_id: m.usage for m in messages if m.usage is not None}
     usages.update(pending_usage or {})
-    start_seq = next((m.seq for m in messages if m.message_id == execution["start_message_id"]), 0)
+    start_seq = next((m.seq for m in messages if m.message_id == execution.start_message_id), 0)
     return account(messages, usages, start_seq)
 
 
-async def announce(uow: AbstractUnitOfWork, parent: Row | None, event: ev.DomainEvent) -> None:
+async def announce(uow: AbstractUnitOfWork, parent: Session | None, event: ev.DomainEvent) -> None:
     """Append a notice to the parent's stream; the caller holds the parent's row lock."""
     if parent is not None:
-        await uow.append(str(parent["session_id"]), [event], expected_version=parent["version"])
+        await uow.append(str(parent.session_id), [event], expected_version=parent.version)

@@ -16,11 +16,12 @@ import os
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, cast
+from typing import Any
 from uuid import UUID, uuid4
 
 from muster_contracts import events as ev
 from muster_contracts.tool_arguments import parsed_arguments
+from muster_runtime.uow.aggregates import Session
 from muster_runtime.uow.unit_of_work import UnitOfWorkFactory
 
 from muster_agent.file_snapshots import Snapshot, sha256, take_snapshot, unified_diff
@@ -140,7 +141,7 @@ class ChangeRecorder:
             after_sha256=self._keep(after.content),
             before_size=before.size,
             after_size=after.size,
-            session_type=cast(ev.SessionType, self.state.session_type),
+            session_type=self.state.session_type,
             agent_type=self.state.agent_type,
             note=before.note or after.note,
         )
@@ -164,5 +165,6 @@ async def record_unanswered(
         row = await uow.lock_session(session_id)
         if row is None:
             return
+        session = Session.of(row)
         await uow.store_blobs(blobs)
-        await uow.append(str(session_id), list(changes), expected_version=row["version"])
+        await uow.append(str(session_id), list(changes), expected_version=session.version)

@@ -323,13 +323,13 @@ async def _close_turn(
         if await _closed_quietly(deps, uow, state, final, phase):
             log.info("turn_finished session=%s phase=%s next_turn=False", state.session_id, phase.phase)
             return StepOutcome.IDLE, None
-        row, found = await store.lock_if_current(uow, state.session_id, state.message_count, then=parent)
-        if row is None or found != store.Lock.CURRENT:
+        session, found = await store.lock_if_current(uow, state.session_id, state.message_count, then=parent)
+        if session is None or found != store.Lock.CURRENT:
             return (StepOutcome.CONTINUE if found == store.Lock.MOVED else StepOutcome.IDLE), None
         queued = await uow.next_queued_input(state.session_id)
         if deps.on_close is not None:
             await deps.on_close(uow, state, final, phase)
-        next_turn = await store.start_turn_with(uow, row, queued, after=[*final, phase]) is not None
+        next_turn = await store.start_turn_with(uow, session, queued, after=[*final, phase]) is not None
     log.info("turn_finished session=%s phase=%s next_turn=%s", state.session_id, phase.phase, next_turn)
     # A next turn starts from a reload: its USER message was written by the gateway's input.
     return (StepOutcome.CONTINUE if next_turn else StepOutcome.IDLE), None

@@ -6,37 +6,38 @@ import json
 from typing import Any
 
 from muster_contracts import events as ev
+from muster_runtime.uow.aggregates import Execution
 
 from muster_agent.history import StoredMessage
 
 
-def execution_result(execution: Any, completed_rounds: int | None = None) -> str:
-    """JSON string of a terminal execution row, in the snake_case shape models read. A
+def execution_result(execution: Execution, completed_rounds: int | None = None) -> str:
+    """JSON string of a terminal execution, in the snake_case shape models read. A
     failure carries its reason in both `result` and `error`; a follow-up says which round
     of the child it was and how many of the child's rounds completed (`completed_rounds`)."""
-    usage = execution["usage"] or {}
+    usage = execution.usage
     prompt, completion = int(usage.get("prompt_tokens", 0)), int(usage.get("completion_tokens", 0))
     body: dict[str, Any] = {
-        "success": execution["status"] == "COMPLETED",
-        "cancelled": execution["status"] == "CANCELLED",
-        "agent_type": execution["agent_type"],
-        "child_session_id": str(execution["child_session_id"]),
-        "result": execution["result"] or "",
-        "rounds": execution["rounds"],
-        "tool_calls": execution["tool_calls"],
+        "success": execution.status == "COMPLETED",
+        "cancelled": execution.status == "CANCELLED",
+        "agent_type": execution.agent_type,
+        "child_session_id": str(execution.child_session_id),
+        "result": execution.result or "",
+        "rounds": execution.rounds,
+        "tool_calls": execution.tool_calls,
         "usage": {
             "prompt_tokens": prompt,
             "completion_tokens": completion,
             "total_tokens": prompt + completion,
         },
     }
-    if execution["status"] != "COMPLETED":
-        body["error"] = execution["error"] or execution["status"].lower()
+    if execution.status != "COMPLETED":
+        body["error"] = execution.error or execution.status.lower()
         body["result"] = body["error"]
-    if execution["invocation_type"] == "FOLLOWUP":
+    if execution.follow_up:
         body["follow_up"] = True
-        body["round"] = execution["round"]
-        body["completed_rounds"] = completed_rounds if completed_rounds is not None else execution["round"]
+        body["round"] = execution.round
+        body["completed_rounds"] = completed_rounds if completed_rounds is not None else execution.round
     return json.dumps(body)
 
 

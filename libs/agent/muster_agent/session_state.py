@@ -12,6 +12,8 @@ from uuid import UUID
 
 from muster_contracts import events as ev
 from muster_contracts.tool_arguments import with_text_arguments
+from muster_runtime.uow import aggregates
+from muster_runtime.uow.aggregates import Session
 from muster_runtime.uow.phases import RUNNING_PHASES
 from muster_runtime.uow.unit_of_work import SessionSnapshot
 
@@ -22,12 +24,12 @@ from muster_agent.history import StoredMessage, to_chat
 class SessionState:
     session_id: UUID
     user_id: str
-    session_type: str
+    session_type: ev.SessionType
     root_session_id: UUID
     parent_session_id: UUID | None
     agent_type: str
     model_id: str | None
-    phase: str | None
+    phase: ev.Phase | None
     version: int
     message_count: int
     messages: list[StoredMessage]
@@ -63,7 +65,8 @@ class Compaction:
     def of(cls, row: Mapping[str, Any] | None) -> Compaction | None:
         if row is None:
             return None
-        return cls(int(row["boundary_seq"]), str(row["summary"]), int(row["at_seq"]))
+        stored = aggregates.Compaction.of(row)
+        return cls(stored.boundary_seq, stored.summary, stored.at_seq)
 
 
 def context_chat(
@@ -126,6 +129,7 @@ def snapshot_state(snapshot: SessionSnapshot | None) -> SessionState | None:
     if snapshot is None:
         return None
     row = snapshot.row
+    session = Session.of(row)
     messages = [
         StoredMessage(
             m["message_id"],
@@ -140,25 +144,24 @@ def snapshot_state(snapshot: SessionSnapshot | None) -> SessionState | None:
     ]
     compaction = Compaction.of(snapshot.compaction)
     return SessionState(
-        session_id=row["session_id"],
-        user_id=row["user_id"],
-        session_type=row["session_type"],
-        root_session_id=row["root_session_id"],
-        parent_session_id=row["parent_session_id"],
-        agent_type=row["agent_type"],
-        model_id=row["model_id"],
-        phase=row["phase"],
-        version=row["version"],
-        message_count=row["message_count"],
+        session_id=session.session_id,
+        user_id=session.user_id,
+        session_type=session.session_type,
+        root_session_id=session.root_session_id,
+        parent_session_id=session.parent_session_id,
+        agent_type=session.agent_type,
+        model_id=session.model_id,
+        phase=session.phase,
+        version=session.version,
+        message_count=session.message_count,
         messages=messages,
         started_tool_calls=snapshot.started_tool_calls,
         chat=context_chat(messages, compaction),
         compaction=compaction,
-        # Projected by migration 0010 (the in-memory unit of work's rows may lack them).
         background=_background(row.get("background")),
-        workspace_id=row.get("workspace_id"),
-        permission_level=row.get("permission_level") or "auto",
-        execution_mode=row.get("execution_mode") or "CLOUD",
+        workspace_id=session.workspace_id,
+        permission_level=session.permission_level,
+        execution_mode=session.execution_mode,
     )
 
 

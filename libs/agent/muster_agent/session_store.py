@@ -8,14 +8,14 @@ decision half-way.
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import replace
-from typing import Any, NamedTuple
+from typing import NamedTuple
 from uuid import UUID, uuid4
 
 from muster_contracts import events as ev
 from muster_runtime.store import lineage
-from muster_runtime.uow.phases import RUNNING_PHASES, WAITING_PHASES
+from muster_runtime.uow.aggregates import Session
 from muster_runtime.uow.unit_of_work import AbstractUnitOfWork, Row, UnitOfWorkFactory
 
 from muster_agent.history import pending_tool_calls
@@ -59,15 +59,16 @@ class Lock:
 
 async def lock_if_current(
     uow: AbstractUnitOfWork, session_id: UUID, expected_count: int, *, then: UUID | None = None
-) -> tuple[Row | None, str]:
+) -> tuple[Session | None, str]:
     """Lock the session row (and `then` right after it, see `lock_session`) and compare it
     with what the caller decided on."""
     row = await uow.lock_session(session_id, then=then)
-    if row is None or row["phase"] not in RUNNING_PHASES:
-        return row, Lock.GONE
-    if row["message_count"] != expected_count:
-        return row, Lock.MOVED
-    return row, Lock.CURRENT
+    session = Session.of(row) if row is not None else None
+    if session is None or not session.running:
+        return session, Lock.GONE
+    if session.message_count != expected_count:
+        return session, Lock.MOVED
+    return session, Lock.CURRENT
 
 
 async def record_if_current(
@@ -95,11 +96,11 @@ async def record_if_idle(
     looked (`state`): what a compaction on request records. None: drop your result."""
     async with uows() as uow:
         row = await uow.lock_session(state.session_id)
-        idle = row is not None and row["phase"] not in (*RUNNING_PHASES, *WAITING_PHASES, "CANCELLING")
-        if row is None or not idle or row["message_count"] != state.message_count:
+        session = Session.of(row) if row is not None else None
+        if session is None or session.active or session.message_count != state.message_count:
             return None
-        await uow.append(str(state.session_id), events, expected_version=row["version"])
-    return advance(replace(state, phase=row["phase"]), row["version"], events)
+        await uow.append(str(state.session_id), events, expected_version=session.version)
+    return advance(replace(state, phase=session.phase), session.version, events)
 
 
 MessageAt = Callable[[int], ev.MessageRecorded]
@@ -160,7 +161,7 @@ def open_call_errors(state: SessionState, first_seq: int) -> list[ev.MessageReco
 
 
 async def start_next_turn(
-    uow: AbstractUnitOfWork, row: Mapping[str, Any], *, after: Sequence[ev.DomainEvent] = ()
+    uow: AbstractUnitOfWork, session: Session, *, after: Sequence[ev.DomainEvent] = ()
 ) -> SessionState | None:
     """With the session row locked: turn the oldest queued input into the USER message of
     a new RUNNING turn. Unanswered tool calls of an earlier (cancelled or crashed) turn get
@@ -169,21 +170,21 @@ async def start_next_turn(
     `after` are events the caller appends first in the same transaction (a turn's end).
     Returns the session's state once the turn has started, carried forward from the state
     this decision read (a reload would return the same), or None: no input was queued."""
-    queued = await uow.next_queued_input(row["session_id"])
-    return await start_turn_with(uow, row, queued, after=after)
+    queued = await uow.next_queued_input(session.session_id)
+    return await start_turn_with(uow, session, queued, after=after)
 
 
 async def start_turn_with(
     uow: AbstractUnitOfWork,
-    row: Mapping[str, Any],
+    session: Session,
     queued: Row | None,
     *,
     after: Sequence[ev.DomainEvent] = (),
 ) -> SessionState | None:
     """`start_next_turn` with the oldest queued input already read (under the same lock)."""
-    session_id: UUID = row["session_id"]
+    session_id = session.session_id
     events: list[ev.DomainEvent] = list(after)
-    seq = row["message_count"] + sum(isinstance(e, ev.MessageRecorded) for e in after)
+    seq = session.message_count + sum(isinstance(e, ev.MessageRecorded) for e in after)
     before: SessionState | None = None
     if queued is not None:
         # Free when a claim read the state with its lock; otherwise the one read the open
@@ -200,9 +201,9 @@ async def start_turn_with(
         )
         events.append(ev.SessionPhaseChanged(phase="RUNNING"))
     if events:
-        await uow.append(str(session_id), events, expected_version=row["version"])
+        await uow.append(str(session_id), events, expected_version=session.version)
     if queued is None or before is None:
         return None
     lineage.begin_turn(queued["message_id"])
     # As loaded: the turn's first step still looks for a crash's tail, as after a reload.
-    return replace(advance(before, row["version"], events), loaded=before.loaded)
+    return replace(advance(before, session.version, events), loaded=before.loaded)

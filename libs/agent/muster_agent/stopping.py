@@ -11,7 +11,7 @@ from uuid import UUID
 from muster_contracts import events as ev
 from muster_contracts.commands import CancelExecution
 from muster_runtime.messaging import topics
-from muster_runtime.uow.phases import OPEN_STATUSES, RUNNING_PHASES, WAITING_PHASES
+from muster_runtime.uow.aggregates import Execution, Session
 from muster_runtime.uow.unit_of_work import UnitOfWorkFactory
 
 from muster_agent import session_store as store
@@ -32,29 +32,33 @@ async def stop_execution(
     """End an open execution with `status`: the child session is cancelled, the execution
     finished, the worker told to stop. Returns False if it had already ended."""
     async with uows() as uow:
-        execution = await uow.execution(execution_id)
-        if execution is None:
+        seen = await uow.execution(execution_id)
+        if seen is None:
             return False
-        child = await uow.lock_session(execution["child_session_id"])
+        locked = await uow.lock_session(Execution.of(seen).child_session_id)
         # Re-read under the child's lock: the worker may have won.
-        execution = await uow.execution(execution_id)
-        if child is None or execution is None or execution["status"] not in OPEN_STATUSES:
+        row = await uow.execution(execution_id)
+        if locked is None or row is None:
             return False
-        if error == DEADLINE_PASSED and child["phase"] == "WAITING_CLIENT":
+        child, execution = Session.of(locked), Execution.of(row)
+        if not execution.open:
+            return False
+        if error == DEADLINE_PASSED and child.phase == "WAITING_CLIENT":
             error = LOCAL_CLIENT_MISSING
-        if child["phase"] in (*RUNNING_PHASES, *WAITING_PHASES, "CANCELLING"):
+        if child.active:
             # What the child waited for is dropped with its end: nothing stays pending.
-            dropped = await dropped_waits(uow, child["session_id"])
+            dropped = await dropped_waits(uow, child.session_id)
             await uow.append(
-                str(child["session_id"]),
+                str(child.session_id),
                 [*dropped, ev.SessionPhaseChanged(phase="CANCELLED", error=error)],
-                expected_version=child["version"],
+                expected_version=child.version,
             )
-        state = await store.load_state(uow, child["session_id"])
+        state = await store.load_state(uow, child.session_id)
         assert state is not None
         rounds, tool_calls, usage = run_totals(execution, state.messages)
         # Lock order everywhere: child session, parent session, then the execution.
-        parent = await uow.lock_session(execution["parent_session_id"])
+        locked = await uow.lock_session(execution.parent_session_id)
+        parent = Session.of(locked) if locked is not None else None
         await uow.append(
             str(execution_id),
             [
@@ -67,7 +71,7 @@ async def stop_execution(
                     end_message_id=state.messages[-1].message_id if state.messages else None,
                 )
             ],
-            expected_version=execution["version"],
+            expected_version=execution.version,
             metadata=BARRIER_CHECKED,  # settled below if this completes the round
         )
         await announce(
@@ -81,13 +85,13 @@ async def stop_execution(
         )
         await uow.send(
             topics.DELEGATIONS,
-            str(child["session_id"]),
+            str(child.session_id),
             CancelExecution(
                 execution_id=execution_id,
-                child_session_id=child["session_id"],
+                child_session_id=child.session_id,
             ),
         )
-        if parent is not None and not await uow.executions_of(parent["session_id"], open_only=True):
+        if parent is not None and not await uow.executions_of(parent.session_id, open_only=True):
             # The round's last open child: settle the barrier here too (ADR 0011).
             await settle_locked(uow, parent)
     log.info("execution_stopped execution=%s status=%s", execution_id, status)

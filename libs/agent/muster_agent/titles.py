@@ -16,6 +16,7 @@ import re
 from uuid import UUID
 
 from muster_contracts.session_events import SessionSettingsChanged
+from muster_runtime.uow.aggregates import Session
 from muster_runtime.uow.unit_of_work import UnitOfWorkFactory
 
 from muster_agent.models.base import ModelError, ModelProvider, ModelRequest
@@ -71,11 +72,12 @@ async def record_title(uows: UnitOfWorkFactory, session_id: UUID, title: str) ->
         return False
     async with uows() as uow:
         row = await uow.lock_session(session_id)
-        if row is None or row["title"] is not None or row["session_type"] == "SUBAGENT":
+        session = Session.of(row) if row is not None else None
+        if session is None or session.title is not None or session.is_subagent:
             return False
-        meta = {"user_id": row["user_id"], "root_session_id": str(row["root_session_id"])}
+        meta = {"user_id": session.user_id, "root_session_id": str(session.root_session_id)}
         changed = [SessionSettingsChanged(title=title)]
-        await uow.append(str(session_id), changed, expected_version=row["version"], metadata=meta)
+        await uow.append(str(session_id), changed, expected_version=session.version, metadata=meta)
     return True
 
 

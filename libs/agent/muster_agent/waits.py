@@ -19,7 +19,8 @@ from uuid import UUID, uuid4
 
 from muster_contracts import events as ev
 from muster_contracts import wait_events as we
-from muster_runtime.uow.unit_of_work import AbstractUnitOfWork, Row, UnitOfWorkFactory
+from muster_runtime.uow.aggregates import Session, Wait
+from muster_runtime.uow.unit_of_work import AbstractUnitOfWork, UnitOfWorkFactory
 
 from muster_agent import session_store as store
 from muster_agent.mcp_tools.config import is_mcp_name
@@ -86,20 +87,20 @@ async def pass_gate(
         if fast is not None:
             return fast
     async with uows() as uow:
-        row, found = await store.lock_if_current(uow, state.session_id, state.message_count)
-        if row is None or found != store.Lock.CURRENT:
+        session, found = await store.lock_if_current(uow, state.session_id, state.message_count)
+        if session is None or found != store.Lock.CURRENT:
             return Passed(Gate.GONE)
-        events = store.message_items(carry, row["message_count"] + 1)
-        decision = await decide(uow, row, call)
+        events = store.message_items(carry, session.message_count + 1)
+        decision = await decide(uow, session, call)
         if decision.gate == Gate.REFUSED:
-            seq = row["message_count"] + sum(isinstance(e, ev.MessageRecorded) for e in events) + 1
+            seq = session.message_count + sum(isinstance(e, ev.MessageRecorded) for e in events) + 1
             events.append(store.tool_message(call["id"], store.error_result(decision.reason))(seq))
         if decision.starts:
             events.append(started)
         events += decision.wait
         await uow.store_blobs(blobs)
-        await uow.append(str(state.session_id), events, expected_version=row["version"])
-    return Passed(decision.gate, store.advance(state, row["version"], events))
+        await uow.append(str(state.session_id), events, expected_version=session.version)
+    return Passed(decision.gate, store.advance(state, session.version, events))
 
 
 async def _start_if_ungated(
@@ -121,7 +122,7 @@ async def _start_if_ungated(
     )
 
 
-async def decide(uow: AbstractUnitOfWork, row: Row, call: dict[str, Any]) -> Decision:
+async def decide(uow: AbstractUnitOfWork, session: Session, call: dict[str, Any]) -> Decision:
     """With the session locked: may `call` run here now?"""
     name = call["name"]
     if name in USER_TOOL_NAMES:
@@ -129,15 +130,15 @@ async def decide(uow: AbstractUnitOfWork, row: Row, call: dict[str, Any]) -> Dec
         if isinstance(question, str):
             return Decision(Gate.REFUSED, reason=question)
         return Decision(Gate.WAITING, (question, _phase("WAITING_INPUT")), starts=True)
-    if gated(name) and row["permission_level"] == "read_only":
+    if gated(name) and session.permission_level == "read_only":
         refused = READ_ONLY_MCP if is_mcp_name(name) else READ_ONLY
         return Decision(Gate.REFUSED, reason=refused.format(tool=name))
-    if gated(name) and row["permission_level"] == "ask" and not await _approved(uow, row, call):
+    if gated(name) and session.permission_level == "ask" and not await _approved(uow, session, call):
         request = we.ApprovalRequested(
             approval_id=uuid4(), tool_call_id=call["id"], tool=name, arguments=call["arguments"]
         )
         return Decision(Gate.WAITING, (request, _phase("WAITING_APPROVAL")))
-    if row["execution_mode"] == "LOCAL" and name in CLIENT_TOOLS:
+    if session.execution_mode == "LOCAL" and name in CLIENT_TOOLS:
         request_ = we.ToolRequested(
             request_id=uuid4(), tool_call_id=call["id"], name=name, arguments=call["arguments"]
         )
@@ -145,9 +146,10 @@ async def decide(uow: AbstractUnitOfWork, row: Row, call: dict[str, Any]) -> Dec
     return Decision(Gate.RUN, starts=True)
 
 
-async def _approved(uow: AbstractUnitOfWork, row: Row, call: dict[str, Any]) -> bool:
-    earlier = await uow.call_wait(row["session_id"], call["id"])
-    return earlier is not None and earlier["kind"] == "approval" and earlier["status"] == "approved"
+async def _approved(uow: AbstractUnitOfWork, session: Session, call: dict[str, Any]) -> bool:
+    row = await uow.call_wait(session.session_id, call["id"])
+    earlier = Wait.of(row) if row is not None else None
+    return earlier is not None and earlier.kind == "approval" and earlier.status == "approved"
 
 
 def _phase(phase: ev.Phase) -> ev.SessionPhaseChanged:

@@ -4,9 +4,8 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, NamedTuple
+from typing import NamedTuple
 from uuid import UUID
 
 from muster_agent import session_store as store
@@ -17,7 +16,7 @@ from muster_agent.loop import LoopDeps, StepOutcome, run_until_idle
 from muster_agent.runners import Runners
 from muster_agent.session_store import SessionState
 from muster_contracts.commands import CancelSession, CompactSession, ProcessSession, ResumeSession
-from muster_runtime.uow.phases import RUNNING_PHASES, WAITING_PHASES
+from muster_runtime.uow.aggregates import Session
 from muster_runtime.uow.unit_of_work import AbstractUnitOfWork
 
 log = logging.getLogger("muster.harness")
@@ -81,11 +80,12 @@ async def _claim_locked(
     if claim.row is None:
         log.warning("command_for_unknown_session type=%s session=%s", cmd.type, sid)
         return NOT_BEGUN
-    if claim.row["session_type"] == "SUBAGENT":
+    session = Session.of(claim.row)
+    if session.is_subagent:
         return NOT_BEGUN  # executions are the workers' job
     if not claim.leased:
         return NOT_BEGUN  # another live instance runs this session
-    return await _begin_locked(uow, claim.row)
+    return await _begin_locked(uow, session)
 
 
 async def drive(
@@ -102,7 +102,7 @@ async def drive(
     if begun is None:
         async with deps.loop.uows() as uow:
             row = await uow.lock_session(session_id)
-            claimed = await _begin_locked(uow, row) if row is not None else NOT_BEGUN
+            claimed = await _begin_locked(uow, Session.of(row)) if row is not None else NOT_BEGUN
             begun, title_from = claimed.running, claimed.title_from
             started = claimed.state
     else:
@@ -135,18 +135,18 @@ async def _title(deps: HarnessDeps, state: SessionState | None, session_id: UUID
     return await titles.make_title(deps.loop.model, session_id, model_name, first_message)
 
 
-async def _begin_locked(uow: AbstractUnitOfWork, row: Mapping[str, Any]) -> Begun:
+async def _begin_locked(uow: AbstractUnitOfWork, session: Session) -> Begun:
     """With the session locked: whether a turn runs (already, or started now from the
     oldest queued input), with the state of a turn started now."""
-    if row["phase"] in RUNNING_PHASES:
-        log.info("session_loop_start session=%s phase=%s", row["session_id"], row["phase"])
+    if session.running:
+        log.info("session_loop_start session=%s phase=%s", session.session_id, session.phase)
         return Begun(True)
-    if row["phase"] in WAITING_PHASES:
+    if session.waiting:
         return NOT_BEGUN  # its answer resumes it; queued input waits for the turn's end
-    started = await store.start_next_turn(uow, row)
+    started = await store.start_next_turn(uow, session)
     if started is None:
         return NOT_BEGUN
-    untitled = row["title"] is None and row["session_type"] != "SUBAGENT"
+    untitled = session.title is None and not session.is_subagent
     users = [m.content for m in started.messages if m.role == "USER"] if untitled else []
     return Begun(True, started, users[-1] if users else None)
 

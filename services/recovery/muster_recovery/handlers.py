@@ -11,7 +11,7 @@ from uuid import UUID
 
 from muster_agent.barrier import barrier_checked, has_undelivered, settle
 from muster_contracts.published import RecordedEvent
-from muster_runtime.uow.phases import OPEN_STATUSES
+from muster_runtime.uow.aggregates import Execution
 from muster_runtime.uow.unit_of_work import UnitOfWorkFactory
 
 from muster_recovery.cascade import cancel_children
@@ -55,11 +55,12 @@ async def on_event(
 async def _parent_due(uows: UnitOfWorkFactory, execution_id: UUID) -> UUID | None:
     """The execution's parent, when none of its children runs and one is undelivered."""
     async with uows() as uow:
-        execution = await uow.execution(execution_id)
-        if execution is None:
+        row = await uow.execution(execution_id)
+        if row is None:
             return None
-        siblings = await uow.executions_of(execution["parent_session_id"])
-    if any(e["status"] in OPEN_STATUSES for e in siblings):
+        parent_session_id = Execution.of(row).parent_session_id
+        siblings = [Execution.of(e) for e in await uow.executions_of(parent_session_id)]
+    if any(e.open for e in siblings):
         return None
-    due = any(e["delivery_status"] == "PENDING" for e in siblings)
-    return execution["parent_session_id"] if due else None
+    due = any(e.delivery_status == "PENDING" for e in siblings)
+    return parent_session_id if due else None

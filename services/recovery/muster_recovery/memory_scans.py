@@ -7,10 +7,9 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 from uuid import UUID
 
-from muster_agent.barrier import TERMINAL
 from muster_runtime.uow import memory_trees
 from muster_runtime.uow.memory_uow import MemoryStore
-from muster_runtime.uow.phases import OPEN_STATUSES, RUNNING_PHASES, WAITING_PHASES
+from muster_runtime.uow.phases import OPEN_STATUSES, RUNNING_PHASES, TERMINAL_STATUSES, WAITING_PHASES
 
 from muster_recovery.scan_port import ExecutionsDue, Placement, RecoveryScans, SessionsDue
 
@@ -79,7 +78,7 @@ class MemoryScans(RecoveryScans):
         undelivered = {
             e["parent_session_id"]
             for e in tables.executions.values()
-            if e["delivery_status"] == "PENDING" and e["status"] in TERMINAL
+            if e["delivery_status"] == "PENDING" and e["status"] in TERMINAL_STATUSES
         }
         cancelled = {sid for sid, s in tables.sessions.items() if s["phase"] == "CANCELLED"}
         abandoned = {e["parent_session_id"] for e, _ in open_runs} & cancelled

@@ -13,7 +13,7 @@ from muster_agent.executions import announce
 from muster_contracts import events as ev
 from muster_contracts.commands import ProcessSession, RunExecution
 from muster_runtime.messaging import topics
-from muster_runtime.uow.phases import OPEN_STATUSES, RUNNING_PHASES
+from muster_runtime.uow.aggregates import Execution, Session
 from muster_runtime.uow.unit_of_work import UnitOfWorkFactory
 
 log = logging.getLogger("muster.recovery")
@@ -24,17 +24,18 @@ async def take_over_session(uows: UnitOfWorkFactory, session_id: UUID, now: date
     ProcessSession. False when a runner holds it again or the turn ended meanwhile."""
     async with uows() as uow:
         row = await uow.lock_session(session_id)
-        if row is None or row["phase"] not in RUNNING_PHASES:
+        session = Session.of(row) if row is not None else None
+        if session is None or not session.running:
             return False
         lease = await uow.lease_live(str(session_id), now)
         if lease:
             return False
-        first = row["phase"] == "RUNNING"
+        first = session.phase == "RUNNING"
         if first:
             await uow.append(
                 str(session_id),
                 [ev.SessionPhaseChanged(phase="RESUMING")],
-                expected_version=row["version"],
+                expected_version=session.version,
             )
         await uow.send(
             topics.COMMANDS, str(session_id), ProcessSession(session_id=session_id, reason="recovery")
@@ -49,23 +50,26 @@ async def take_over_execution(uows: UnitOfWorkFactory, execution_id: UUID, now: 
     re-issued) and send RunExecution for the same execution and child session."""
     async with uows() as uow:
         # Lock order everywhere: child session, parent session, then the execution.
-        execution = await uow.execution(execution_id)
-        if execution is None or execution["status"] not in OPEN_STATUSES:
+        row = await uow.execution(execution_id)
+        seen = Execution.of(row) if row is not None else None
+        if seen is None or not seen.open:
             return False
-        parent = await uow.lock_session(execution["parent_session_id"])
-        execution = await uow.execution(execution_id, lock=True)
-        if execution is None or execution["status"] not in OPEN_STATUSES:
+        locked = await uow.lock_session(seen.parent_session_id)
+        parent = Session.of(locked) if locked is not None else None
+        row = await uow.execution(execution_id, lock=True)
+        execution = Execution.of(row) if row is not None else None
+        if execution is None or not execution.open:
             return False
         lease = await uow.lease_live(str(execution_id), now)
         if lease:
             return False
         reason = _reason(lease)
-        first = execution["status"] == "RUNNING"
+        first = execution.status == "RUNNING"
         if first:
             await uow.append(
                 str(execution_id),
                 [ev.ExecutionRecovering(reason=reason)],
-                expected_version=execution["version"],
+                expected_version=execution.version,
             )
             await announce(
                 uow,
@@ -76,11 +80,11 @@ async def take_over_execution(uows: UnitOfWorkFactory, execution_id: UUID, now: 
             )
         await uow.send(
             topics.DELEGATIONS,
-            str(execution["child_session_id"]),
+            str(execution.child_session_id),
             RunExecution(
                 execution_id=execution_id,
-                child_session_id=execution["child_session_id"],
-                parent_session_id=execution["parent_session_id"],
+                child_session_id=execution.child_session_id,
+                parent_session_id=execution.parent_session_id,
             ),
         )
     log.info(
@@ -88,8 +92,8 @@ async def take_over_execution(uows: UnitOfWorkFactory, execution_id: UUID, now: 
         "subagent_recovery_%s execution=%s child=%s parent=%s reason=%s",
         "start" if first else "reissue",
         execution_id,
-        execution["child_session_id"],
-        execution["parent_session_id"],
+        execution.child_session_id,
+        execution.parent_session_id,
         reason,
     )
     return True

@@ -16,13 +16,13 @@ from muster_agent.session_state import snapshot_state
 from muster_agent.stopping import DEADLINE_PASSED, stop_execution
 from muster_contracts import events as ev
 from muster_contracts.commands import CancelExecution, RunExecution
-from muster_runtime.uow.phases import RUNNING_PHASES, WAITING_PHASES
+from muster_runtime.uow.aggregates import Execution, Session
+from muster_runtime.uow.phases import NOT_REVIVED_PHASES
 from muster_runtime.uow.unit_of_work import AbstractUnitOfWork
 
 log = logging.getLogger("muster.worker")
 
 CONSUMER = "subagent-worker"
-STOPPED = ("CANCELLING", "CANCELLED")
 
 
 @dataclass
@@ -43,20 +43,20 @@ async def run_execution(cmd: RunExecution, deps: WorkerDeps) -> None:
         claim = await uow.claim_execution(
             CONSUMER, str(cmd.message_id), key, deps.runners.owner, deps.lease_ttl_s
         )
-    execution = claim.execution
     if not claim.first:
         return
-    if execution is None:
+    if claim.execution is None:
         log.warning("run_for_unknown_execution execution=%s", key)
         return
     if not claim.leased:
         return  # ended, or another live worker runs it
-    child = execution["child_session_id"]
+    execution = Execution.of(claim.execution)
+    child = execution.child_session_id
     # The first step starts from the state the claim read, unless the child is revived
     # first (then it reads its own); a state gone stale meanwhile fails its first record
     # and is read again, like any lost race.
     state = snapshot_state(claim.child_state)
-    if claim.child_phase not in (*RUNNING_PHASES, *WAITING_PHASES, *STOPPED):
+    if claim.child_phase not in NOT_REVIVED_PHASES:
         state = None
         async with deps.loop.uows() as uow:
             await revive_child(uow, key, child)
@@ -64,11 +64,11 @@ async def run_execution(cmd: RunExecution, deps: WorkerDeps) -> None:
         "execution_run_start execution=%s child=%s status=%s recoveries=%d",
         key,
         child,
-        execution["status"],
-        execution["recoveries"],
+        execution.status,
+        execution.recoveries,
     )
 
-    deadline: datetime = execution["deadline_at"]
+    deadline = execution.deadline_at
     # A close that is not its round's last is one statement, checked against this claim.
     loop = replace(deps.loop, quiet_close=functools.partial(finish_quietly, execution))
 
@@ -97,13 +97,12 @@ async def revive_child(uow: AbstractUnitOfWork, execution_id: UUID, child_id: UU
     execution's end) — runs again: the loop then finishes a recorded answer without calling
     the model, or carries on from the last complete round. A cancelled child stays so, and
     a waiting one waits (its answer resumes it)."""
-    child = await uow.lock_session(child_id)
-    if child is None or child["phase"] in (*RUNNING_PHASES, *WAITING_PHASES, *STOPPED):
+    row = await uow.lock_session(child_id)
+    child = Session.of(row) if row is not None else None
+    if child is None or child.phase in NOT_REVIVED_PHASES:
         return
-    await uow.append(
-        str(child_id), [ev.SessionPhaseChanged(phase="RUNNING")], expected_version=child["version"]
-    )
-    log.info("subagent_child_revived execution=%s child=%s phase=%s", execution_id, child_id, child["phase"])
+    await uow.append(str(child_id), [ev.SessionPhaseChanged(phase="RUNNING")], expected_version=child.version)
+    log.info("subagent_child_revived execution=%s child=%s phase=%s", execution_id, child_id, child.phase)
 
 
 async def cancel_execution(cmd: CancelExecution, deps: WorkerDeps) -> None:

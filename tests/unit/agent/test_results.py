@@ -1,20 +1,25 @@
 from __future__ import annotations
 
 import json
+from datetime import UTC, datetime
 from typing import Any
 from uuid import uuid4
 
 from muster_agent.history import StoredMessage
 from muster_agent.results import account, execution_result
+from muster_runtime.uow.aggregates import Execution
 
 
-def execution(**overrides: Any) -> dict[str, Any]:
+def execution(**overrides: Any) -> Execution:
     row = {
+        "execution_id": uuid4(), "parent_session_id": uuid4(), "parent_tool_call_id": "call-1",
+        "user_id": "u1", "delivery_status": "PENDING", "start_message_id": uuid4(),
+        "deadline_at": datetime.now(UTC), "recoveries": 0, "version": 2,
         "status": "COMPLETED", "agent_type": "coder", "child_session_id": uuid4(), "result": "ok",
         "rounds": 2, "tool_calls": 1, "usage": {"prompt_tokens": 7, "completion_tokens": 3},
         "error": None, "invocation_type": "DELEGATE", "round": 1,
-    }
-    return {**row, **overrides}
+    }  # fmt: skip
+    return Execution.of({**row, **overrides})
 
 
 def test_completed_result_has_the_documented_shape() -> None:
@@ -22,7 +27,7 @@ def test_completed_result_has_the_documented_shape() -> None:
     body = json.loads(execution_result(row))
     assert body == {
         "success": True, "cancelled": False, "agent_type": "coder",
-        "child_session_id": str(row["child_session_id"]), "result": "ok", "rounds": 2,
+        "child_session_id": str(row.child_session_id), "result": "ok", "rounds": 2,
         "tool_calls": 1, "usage": {"prompt_tokens": 7, "completion_tokens": 3, "total_tokens": 10},
     }
 

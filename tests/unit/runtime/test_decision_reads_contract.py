@@ -1,4 +1,4 @@
-"""The typed reads of the gateway's decisions (`aggregates.py`), one contract for both
+"""The typed reads of the gateway's decisions (`aggregates/`), one contract for both
 units of work: sessions by owner, queued and client inputs, waits, the messages a fork or
 a summary reads, and the unique key of a client's message."""
 

@@ -13,6 +13,7 @@ from muster_agent import session_store as store
 from muster_contracts import events as ev
 from muster_runtime.process.db import Pool
 from muster_runtime.uow import postgres_uow
+from muster_runtime.uow.aggregates import Session
 from muster_runtime.uow.postgres_uow import PostgresUnitOfWork
 
 from tests.unit.runtime.test_quiet_decisions_contract import COMPLETED, answer, delegated, run_close, running
@@ -70,7 +71,7 @@ async def test_a_turn_started_by_a_claim_carries_the_claims_state_as_a_reload_wo
         async with work.uow() as uow:
             claim = await uow.claim_session("harness", "m1", sid, "h1", 60)
             assert claim.row is not None
-            started = await store.start_next_turn(uow, claim.row)
+            started = await store.start_next_turn(uow, Session.of(claim.row))
     reloaded = await store.read_state(work.uow, sid)
     assert started is not None and reloaded is not None
     assert [m.content for m in started.messages] == ["m1", "m2", "done", "next"]

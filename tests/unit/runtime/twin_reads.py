@@ -58,7 +58,7 @@ async def _log(uow: AbstractUnitOfWork, history: History) -> tuple[Normaliser, l
 
 
 async def _typed_reads(uow: AbstractUnitOfWork, sid: Any, clients: list[str]) -> dict[str, Any]:
-    """The gateway's and recovery's typed reads (`aggregates.py`) of one session."""
+    """The gateway's and recovery's typed reads (`aggregates/`) of one session."""
     session = await uow.session(sid)
     if session is None:
         return {"session": None}

@@ -9,7 +9,7 @@ from datetime import UTC, datetime
 from typing import Any
 from uuid import UUID, uuid4
 
-from muster_contracts.events import DomainEvent
+from muster_contracts.events import DomainEvent, Phase
 from muster_contracts.upcasting import load_event
 
 from muster_runtime.messaging import dispatch, topics
@@ -232,7 +232,7 @@ class Recorded:
 
     outcome: str
     base_version: int | None
-    phase: str | None
+    phase: Phase | None
     stored: list[StoredEvent]
 
 

@@ -337,7 +337,7 @@ class InMemoryUnitOfWork(AbstractUnitOfWork):
         found = memory_trees.nodes(self._work.streams)
         return memory_trees.status(found, self._tables.waits.values(), root_session_id)
 
-    # -- typed reads of the gateway's decisions (aggregates.py) ---------------------------
+    # -- typed reads of the gateway's decisions (aggregates/) -----------------------------
 
     async def lock_owned_session(self, user_id: str, session_id: UUID) -> Session | None:
         row = self._tables.sessions.get(session_id)

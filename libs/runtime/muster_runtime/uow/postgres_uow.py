@@ -401,7 +401,7 @@ class PostgresUnitOfWork(AbstractUnitOfWork):
     async def tree_status(self, root_session_id: UUID) -> TreeStatus | None:
         return await postgres_trees.tree_status(await self._reader(), root_session_id)
 
-    # -- typed reads of the gateway's decisions (aggregates.py) ---------------------------
+    # -- typed reads of the gateway's decisions (aggregates/) -----------------------------
 
     async def lock_owned_session(self, user_id: str, session_id: UUID) -> Session | None:
         # The owner is in the WHERE clause: another user's row is neither read nor locked.

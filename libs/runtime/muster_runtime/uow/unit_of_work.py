@@ -13,7 +13,9 @@ Decisions use only this interface, so they run unchanged on `PostgresUnitOfWork`
 Both pass `tests/unit/runtime/test_unit_of_work_contract.py`.
 
 Rows are plain mappings with the projection tables' column names (`sessions`, `messages`,
-`executions`, `session_inputs`, `session_waits`).
+`executions`, `session_inputs`, `session_waits`); decisions read them as the typed
+aggregates (`aggregates/`: `Session.of(row)`, `Execution.of(row)`…), which the typed reads
+below return already.
 """
 
 from __future__ import annotations
@@ -264,7 +266,7 @@ class AbstractUnitOfWork(abc.ABC):
         (None: not a live root). Read under the root's lock, it decides whether a
         `SessionTreeStatusChanged` is due."""
 
-    # -- typed reads of the gateway's decisions (aggregates.py) ---------------------------
+    # -- typed reads of the gateway's decisions (aggregates/) -----------------------------
 
     @abc.abstractmethod
     async def lock_owned_session(self, user_id: str, session_id: UUID) -> Session | None:
