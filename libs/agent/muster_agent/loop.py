@@ -56,7 +56,9 @@ class Deltas(Protocol):
     """Where the pieces of a streamed answer go (`muster_runtime.messaging.deltas`): never
     blocks, may drop (ADR 0039)."""
 
-    def offer(self, session_id: str, message_id: str, index: int, text: str, after_version: int = 0) -> None: ...
+    def offer(
+        self, session_id: str, message_id: str, index: int, text: str, after_version: int = 0
+    ) -> None: ...
 
 
 TRANSIENT = (eventstore.ConcurrencyError, asyncpg.DeadlockDetectedError, asyncpg.SerializationError)
