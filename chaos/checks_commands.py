@@ -1,6 +1,7 @@
 """Invariant 5 for commands, in the `command` sessions (see `chaos.commands`): a command
 interrupted by a crash is never started again (its `.starts` file holds at most one line)
-and its call gets an "interrupted" result with the output it printed until then; a
+and its call gets an "interrupted" result with the output it printed until then (so does a
+command a cancel kills, unless the cancel dropped its result on the way); a
 completed command's result is recorded once, and the files it made are attributed to its
 call exactly once; no command's process outlives the run.
 
@@ -61,14 +62,18 @@ def _check_session(check: Check, db: DbState, sid: str, workspace: Path, counts:
             where = f"session {sid} command {name} (call {c['id']})"
             counts["command_calls"] += 1
             results = answers.get(str(c["id"]), [])
-            if len(results) != 1:
+            cancelled = db.sessions[sid]["phase"] == "CANCELLED"
+            # A cancel that meets a result on its way drops it: the call stays open.
+            if len(results) > 1 or not (results or cancelled):
                 check.fail(f"{where}: {len(results)} TOOL results, expected 1")
                 continue
             changes = {
                 path: made.get((str(c["id"]), path), [])
                 for path in (commands.starts_path(index, name), commands.made_path(index, name))
             }
-            _check_call(check, where, json.loads(results[0]), workspace, changes, name, counts)
+            body = json.loads(results[0]) if results else {"interrupted": True, "unanswered": True}
+            counts["commands_unanswered_after_cancel"] += not results
+            _check_call(check, where, body, workspace, changes, name, counts)
 
 
 def _check_call(

@@ -37,7 +37,7 @@ class SessionPlan:
     start_after_kill: int  # launched once this many kill steps are done
     jitter_s: float
     followup_task: str | None = None  # the follow-up child's task (kind followup)
-    cancel_after_s: float | None = None  # after the children appear (kind cancel)
+    cancel_after_s: float | None = None  # after the children appear (kind cancel), or the start
     children: int = 0
     notes: list[str] = field(default_factory=list)
     side_tasks: list[tuple[str, str]] = field(default_factory=list)  # (contextMode, content), a chain
@@ -219,6 +219,8 @@ def plan_workload(seed: int, sessions: int, kill_steps: int) -> list[SessionPlan
             plan.cancel_after_s = round(rng.uniform(0.3, 3.0), 2)
         elif kind == "command":
             plan.first, plan.children = commands.parent_script(rng, index), 1
+            if rng.random() < 0.3:  # cancelled while its first commands run
+                plan.expect, plan.cancel_after_s = "CANCELLED", round(rng.uniform(1.0, 5.0), 2)
         elif kind == "editor":
             plan.first, plan.children = editor.parent_script(rng, index), 1
         elif kind == "side":

@@ -1,7 +1,7 @@
 """Crash recovery of a command (issue 40, the crash rule): the worker is SIGKILLed while a
 child's `run_command` appends a line to a file every 100 ms. The command dies with the
 worker, is never started again, and the model gets an "interrupted" result holding what the
-command printed until the crash."""
+command printed until the crash; the log it was read from is removed once it is recorded."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ import pytest
 
 from .conftest import Launcher
 from .recovery_support import kill_worker, tool_results
-from .test_commands import processes_with
+from .test_commands import leftovers, processes_with
 from .wsclient import Client, Rest, call, script
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow]
@@ -74,6 +74,8 @@ async def test_a_command_cut_off_by_a_worker_crash_is_never_run_again(
         (c["path"], c["changeType"], c["sourceType"], c["sourceAgentType"])
         for c in command_round["fileChanges"]
     ] == [("count.txt", "CREATED", "SUBAGENT", "coder")]
+    # The log the interrupted result was read from is gone with its recording.
+    assert [p for p in leftovers(rcluster) if p.startswith(delegated["child_session_id"])] == []
 
 
 async def test_a_main_sessions_command_cut_off_by_a_harness_crash_is_never_run_again(
@@ -113,3 +115,4 @@ async def test_a_main_sessions_command_cut_off_by_a_harness_crash_is_never_run_a
     assert [(c["path"], c["changeType"], c["sourceType"]) for c in history[1]["fileChanges"]] == [
         ("main.txt", "CREATED", "MAIN")
     ]
+    assert [p for p in leftovers(rcluster) if p.startswith(sid)] == []
