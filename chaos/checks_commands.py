@@ -101,6 +101,8 @@ def _check_call(
         check.fail(f"{where}: neither completed nor interrupted: {body}")
         return
     counts["commands_interrupted"] += 1
+    cause = "cancel" if "turn ended" in str(body.get("error")) or body.get("unanswered") else "crash"
+    counts[f"commands_interrupted_by_{cause}"] += 1
     counts["commands_interrupted_after_start"] += starts
     output = str(body.get("output") or "")
     counts["commands_interrupted_with_output"] += bool(output)

@@ -166,7 +166,7 @@ def plan_workload(seed: int, sessions: int, kill_steps: int) -> list[SessionPlan
     kinds += ["side"] * sides
     # First, so a small run keeps them: each kind of wait is tried in every run.
     kinds = ["approval"] * max(1, round(sessions * 0.1)) + ["local"] * max(1, round(sessions * 0.1)) + kinds
-    kinds = ["command"] * max(1, round(sessions * rng.uniform(0.12, 0.18))) + kinds
+    kinds = ["command"] * max(1, round(sessions * rng.uniform(0.15, 0.2))) + kinds
     kinds = kinds[:sessions]
     kinds += ["delegate"] * (sessions - len(kinds))
     rng.shuffle(kinds)
