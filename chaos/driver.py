@@ -83,6 +83,15 @@ class Driver:
                 "children never appeared",
                 must=False,
             )
+        elif plan.kind == "command" and plan.cancel_after_s is not None:
+            # Cancelled once its turn runs (before, a cancel only drops the queued input).
+            await self._until(
+                conn,
+                lambda: bool(conn.of_type(session_id, "tool_call_started")),
+                60,
+                "no command started",
+                must=False,
+            )
         if plan.cancel_after_s is not None:
             # kind cancel: after the children appeared; kind command: while its commands run.
             await asyncio.sleep(plan.cancel_after_s)

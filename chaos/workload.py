@@ -219,8 +219,8 @@ def plan_workload(seed: int, sessions: int, kill_steps: int) -> list[SessionPlan
             plan.cancel_after_s = round(rng.uniform(0.3, 3.0), 2)
         elif kind == "command":
             plan.first, plan.children = commands.parent_script(rng, index), 1
-            if rng.random() < 0.3:  # cancelled while its first commands run
-                plan.expect, plan.cancel_after_s = "CANCELLED", round(rng.uniform(1.0, 5.0), 2)
+            if rng.random() < 0.3:  # cancelled while its commands run
+                plan.expect, plan.cancel_after_s = "CANCELLED", round(rng.uniform(0.2, 4.0), 2)
         elif kind == "editor":
             plan.first, plan.children = editor.parent_script(rng, index), 1
         elif kind == "side":
