@@ -45,9 +45,9 @@ def command(index: int, name: str, ticks: int) -> str:
 
 
 def _commands(rng: random.Random, index: int, prefix: str) -> list[dict[str, Any]]:
-    """A short command, then a long one (4-8 s), each a step of its own."""
+    """A short command, then a long one (6-12 s), each a step of its own."""
     short: dict[str, Any] = {"tool_calls": [call("run_command", command=command(index, f"{prefix}short", 0))]}
-    ticks = rng.randint(40, 80)
+    ticks = rng.randint(60, 120)
     long_ = {"tool_calls": [call("run_command", command=command(index, f"{prefix}long", ticks))]}
     if rng.random() < 0.5:
         short["delay_ms"] = rng.randint(100, 1000)
