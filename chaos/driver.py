@@ -84,14 +84,11 @@ class Driver:
                 must=False,
             )
         elif plan.kind == "command" and plan.cancel_after_s is not None:
-            # Cancelled once its turn runs (before, a cancel only drops the queued input).
-            await self._until(
-                conn,
-                lambda: bool(conn.of_type(session_id, "tool_call_started")),
-                60,
-                "no command started",
-                must=False,
-            )
+            # Cancelled once a command runs: a cancel before the first turn starts only drops
+            # the queued input, and the session never gets a phase. Never started in time:
+            # not cancelled, it completes.
+            if not await conn.wait_for(lambda: bool(conn.of_type(session_id, "tool_call_started")), 120):
+                plan.cancel_after_s, out.expect = None, "COMPLETED"
         if plan.cancel_after_s is not None:
             # kind cancel: after the children appeared; kind command: while its commands run.
             await asyncio.sleep(plan.cancel_after_s)
