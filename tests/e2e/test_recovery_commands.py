@@ -116,3 +116,44 @@ async def test_a_main_sessions_command_cut_off_by_a_harness_crash_is_never_run_a
         ("main.txt", "CREATED", "MAIN")
     ]
     assert [p for p in leftovers(rcluster) if p.startswith(sid)] == []
+
+
+async def test_a_command_cut_off_by_a_crash_in_a_turn_cancelled_meanwhile_is_answered(
+    rcluster: Launcher, rclient: Client, rrest: Rest
+) -> None:
+    """The harness dies mid-command and the turn is cancelled before it is back: no run
+    resumes the session, so the restarted harness answers the call when the cancel reaches it."""
+    marker = f"{uuid.uuid4().int % 10**6}.625"
+    command = (
+        f"for i in $(seq 1 100); do echo tick $i; echo line >> gone.txt; sleep 0.1; done; sleep {marker}"
+    )
+    created = await rclient.ack(
+        "create_session",
+        data={"content": script({"tool_calls": [call("run_command", command=command)]}, {"content": "never"})},
+    )
+    sid = created["sessionId"]
+    counted = Path(rcluster.data_dir) / "workspaces" / sid / "gone.txt"
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + 60
+    while lines(counted) < 5:
+        assert loop.time() < deadline, rcluster.tail()
+        await asyncio.sleep(0.05)
+    old = rcluster.kill("harness")
+    await rclient.ack("cancel", sid)
+    at_kill = lines(counted)
+    rcluster.wait_restarted("harness", old)
+
+    def answered() -> bool:
+        return any(e["type"] == "message" and e["data"]["role"] == "TOOL" for e in rclient.events[sid])
+
+    await rclient.wait_for(answered, 60)
+    assert lines(counted) <= at_kill + 1 < 100
+    assert processes_with(marker) == []
+    history = await rrest.messages(sid)
+    assert [m["role"] for m in history] == ["USER", "ASSISTANT", "TOOL"]
+    result = json.loads(history[2]["content"])
+    assert result["interrupted"] is True and "tick 1\n" in result["output"]
+    assert "tick 100" not in result["output"]
+    assert [(c["path"], c["changeType"]) for c in history[1]["fileChanges"]] == [("gone.txt", "CREATED")]
+    assert (await rrest.json(f"/v1/sessions/{sid}"))["phase"] == "CANCELLED"
+    assert [p for p in leftovers(rcluster) if p.startswith(sid)] == []
