@@ -8,6 +8,7 @@ from collections import Counter
 from datetime import datetime
 from pathlib import Path
 
+from chaos.checks_commands import check_command_files
 from chaos.checks_edits import check_edit_files
 from chaos.dbstate import TERMINAL, Check, DbState, is_interrupted
 from chaos.outcome import Outcome
@@ -54,25 +55,30 @@ def check_5(db: DbState, outcomes: list[Outcome] | None = None, workspaces: Path
     """The editor files are checked when the workload's outcomes and the cluster's
     workspaces directory are given."""
     check = Check(
-        "5", "no interrupted side-effecting tool run twice (ToolCallStarted per call = 1, edit markers once)"
+        "5", "no interrupted side-effecting tool run twice (ToolCallStarted per call = 1, edit markers "
+        "once, commands started once)"
     )
     started = Counter(
         (e["stream_id"], e["payload"]["tool_call_id"]) for e in db.events if e["type"] == "ToolCallStarted"
     )
+    # A command may change many files, each once.
     changed = Counter(
-        (e["stream_id"], e["payload"]["tool_call_id"]) for e in db.events if e["type"] == "FileChanged"
+        (e["stream_id"], e["payload"]["tool_call_id"], e["payload"]["path"])
+        for e in db.events
+        if e["type"] == "FileChanged"
     )
     for key, count in started.items():
         if count > 1:
             check.fail(f"ToolCallStarted x{count} for session {key[0]} call {key[1]}")
-    for key, count in changed.items():
+    for (stream, call, path), count in changed.items():
         if count > 1:
-            check.fail(f"FileChanged x{count} for session {key[0]} call {key[1]}")
+            check.fail(f"FileChanged x{count} for session {stream} call {call} path {path}")
     interrupted = sum(
         is_interrupted(m["content"]) for ms in db.messages.values() for m in ms if m["role"] == "TOOL"
     )
     check.counts.update(tool_calls_started=len(started), interrupted_results=interrupted)
     check_edit_files(check, db, outcomes or [], workspaces)
+    check_command_files(check, db, outcomes or [], workspaces)
     return check
 
 

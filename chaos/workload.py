@@ -9,7 +9,8 @@ failing, sometimes a second delegation round or a local tool beside the delegati
 summarised or fresh, each writing into the tree's workspace), `approval` (an `ask`
 session whose write and delegation, and its child's write, each wait for an approval the
 driver gives), `local` (a LOCAL session and its child, whose file tools run on the user's
-device, which drops its socket at random).
+device, which drops its socket at random), `command` (`run_command` in a session and in its
+child, a short command and a long one each, see `chaos.commands`).
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ from typing import Any
 
 from muster_client import call, script
 
-from chaos import editor
+from chaos import commands, editor
 
 USERS = ("alice", "bob")
 
@@ -36,7 +37,7 @@ class SessionPlan:
     start_after_kill: int  # launched once this many kill steps are done
     jitter_s: float
     followup_task: str | None = None  # the follow-up child's task (kind followup)
-    cancel_after_s: float | None = None  # after the children appear (kind cancel)
+    cancel_after_s: float | None = None  # after the children appear (kind cancel), or the start
     children: int = 0
     notes: list[str] = field(default_factory=list)
     side_tasks: list[tuple[str, str]] = field(default_factory=list)  # (contextMode, content), a chain
@@ -165,6 +166,7 @@ def plan_workload(seed: int, sessions: int, kill_steps: int) -> list[SessionPlan
     kinds += ["side"] * sides
     # First, so a small run keeps them: each kind of wait is tried in every run.
     kinds = ["approval"] * max(1, round(sessions * 0.1)) + ["local"] * max(1, round(sessions * 0.1)) + kinds
+    kinds = ["command"] * max(1, round(sessions * rng.uniform(0.15, 0.2))) + kinds
     kinds = kinds[:sessions]
     kinds += ["delegate"] * (sessions - len(kinds))
     rng.shuffle(kinds)
@@ -215,6 +217,10 @@ def plan_workload(seed: int, sessions: int, kill_steps: int) -> list[SessionPlan
             plan.first = script({"tool_calls": slow}, {"content": "must never be said"})
             plan.expect, plan.children = "CANCELLED", 2
             plan.cancel_after_s = round(rng.uniform(0.3, 3.0), 2)
+        elif kind == "command":
+            plan.first, plan.children = commands.parent_script(rng, index), 1
+            if rng.random() < 0.3:  # cancelled while its commands run
+                plan.expect, plan.cancel_after_s = "CANCELLED", round(rng.uniform(0.2, 4.0), 2)
         elif kind == "editor":
             plan.first, plan.children = editor.parent_script(rng, index), 1
         elif kind == "side":

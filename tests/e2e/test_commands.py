@@ -179,7 +179,29 @@ async def test_timeout_kills_the_command_and_leaves_no_process(alice: Client, al
     assert processes_with(marker) == []
 
 
-async def test_cancel_in_the_middle_of_a_command_leaves_no_process(alice: Client, alice_rest: Rest) -> None:
+def leftovers(cluster: Launcher) -> list[str]:
+    """What is left in the directory of the commands' logs and scans."""
+    root = Path(cluster.data_dir) / "commands"
+    return sorted(str(p.relative_to(root)) for p in root.rglob("*")) if root.exists() else []
+
+
+async def test_a_recorded_commands_log_is_removed(alice: Client, alice_rest: Rest, cluster: Launcher) -> None:
+    sid = await alice.run_turn(
+        script(
+            {"tool_calls": [call("run_command", command="echo one > one.txt; echo printed")]},
+            {"tool_calls": [call("run_command", command="echo two; exit 3"), call("list_files", path=".")]},
+            {"content": "both ran"},
+        )
+    )
+    first, second, _listing = await results(alice_rest, sid)
+    assert (first["exit_code"], first["output"], second["exit_code"]) == (0, "printed\n", 3)
+    # Each log served its result: nothing of the session's commands is left behind.
+    assert [p for p in leftovers(cluster) if p.startswith(sid)] == []
+
+
+async def test_cancel_in_the_middle_of_a_command_leaves_no_process(
+    alice: Client, alice_rest: Rest, cluster: Launcher
+) -> None:
     marker = f"{uuid.uuid4().int % 10**6}.25"
     created = await alice.ack(
         "create_session",
@@ -189,7 +211,7 @@ async def test_cancel_in_the_middle_of_a_command_leaves_no_process(alice: Client
                     "tool_calls": [
                         call(
                             "run_command",
-                            command=f"echo x > cut.txt; sleep {marker} & sleep {marker}; echo never",
+                            command=f"echo x > cut.txt; echo begun; sleep {marker} & sleep {marker}; echo never",
                         )
                     ]
                 },
@@ -209,6 +231,14 @@ async def test_cancel_in_the_middle_of_a_command_leaves_no_process(alice: Client
     (change,) = [e["data"] for e in alice.events[sid] if e["type"] == "file_change"]
     assert (change["path"], change["changeType"]) == ("cut.txt", "CREATED")
     assert change["toolCallId"] == history[1]["toolCalls"][0]["id"]
+    # The call is answered at once: interrupted, with what the command printed before it.
+    await alice.wait_for(
+        lambda: any(e["type"] == "message" and e["data"]["role"] == "TOOL" for e in alice.events[sid]), 15
+    )
+    (result,) = await results(alice_rest, sid)
+    assert (result["success"], result["interrupted"], result["output"]) == (False, True, "begun\n")
+    assert result["error"].startswith("interrupted: the turn ended")
+    assert [p for p in leftovers(cluster) if p.startswith(sid)] == []
 
 
 async def test_ask_waits_for_an_approval_showing_the_command(alice: Client, alice_rest: Rest) -> None:

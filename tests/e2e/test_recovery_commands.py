@@ -1,7 +1,7 @@
 """Crash recovery of a command (issue 40, the crash rule): the worker is SIGKILLed while a
 child's `run_command` appends a line to a file every 100 ms. The command dies with the
 worker, is never started again, and the model gets an "interrupted" result holding what the
-command printed until the crash."""
+command printed until the crash; the log it was read from is removed once it is recorded."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ import pytest
 
 from .conftest import Launcher
 from .recovery_support import kill_worker, tool_results
-from .test_commands import processes_with
+from .test_commands import leftovers, processes_with
 from .wsclient import Client, Rest, call, script
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow]
@@ -74,6 +74,8 @@ async def test_a_command_cut_off_by_a_worker_crash_is_never_run_again(
         (c["path"], c["changeType"], c["sourceType"], c["sourceAgentType"])
         for c in command_round["fileChanges"]
     ] == [("count.txt", "CREATED", "SUBAGENT", "coder")]
+    # The log the interrupted result was read from is gone with its recording.
+    assert [p for p in leftovers(rcluster) if p.startswith(delegated["child_session_id"])] == []
 
 
 async def test_a_main_sessions_command_cut_off_by_a_harness_crash_is_never_run_again(
@@ -113,3 +115,45 @@ async def test_a_main_sessions_command_cut_off_by_a_harness_crash_is_never_run_a
     assert [(c["path"], c["changeType"], c["sourceType"]) for c in history[1]["fileChanges"]] == [
         ("main.txt", "CREATED", "MAIN")
     ]
+    assert [p for p in leftovers(rcluster) if p.startswith(sid)] == []
+
+
+async def test_a_command_cut_off_by_a_crash_in_a_turn_cancelled_meanwhile_is_answered(
+    rcluster: Launcher, rclient: Client, rrest: Rest
+) -> None:
+    """The harness dies mid-command and the turn is cancelled before it is back: no run
+    resumes the session, so the restarted harness answers the call when the cancel reaches it."""
+    marker = f"{uuid.uuid4().int % 10**6}.625"
+    command = (
+        f"for i in $(seq 1 100); do echo tick $i; echo line >> gone.txt; sleep 0.1; done; sleep {marker}"
+    )
+    created = await rclient.ack(
+        "create_session",
+        data={"content": script({"tool_calls": [call("run_command", command=command)]}, {"content": "never"})},
+    )
+    sid = created["sessionId"]
+    counted = Path(rcluster.data_dir) / "workspaces" / sid / "gone.txt"
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + 60
+    while lines(counted) < 5:
+        assert loop.time() < deadline, rcluster.tail()
+        await asyncio.sleep(0.05)
+    old = rcluster.kill("harness")
+    await rclient.ack("cancel", sid)
+    at_kill = lines(counted)
+    rcluster.wait_restarted("harness", old)
+
+    def answered() -> bool:
+        return any(e["type"] == "message" and e["data"]["role"] == "TOOL" for e in rclient.events[sid])
+
+    await rclient.wait_for(answered, 60)
+    assert lines(counted) <= at_kill + 1 < 100
+    assert processes_with(marker) == []
+    history = await rrest.messages(sid)
+    assert [m["role"] for m in history] == ["USER", "ASSISTANT", "TOOL"]
+    result = json.loads(history[2]["content"])
+    assert result["interrupted"] is True and "tick 1\n" in result["output"]
+    assert "tick 100" not in result["output"]
+    assert [(c["path"], c["changeType"]) for c in history[1]["fileChanges"]] == [("gone.txt", "CREATED")]
+    assert (await rrest.json(f"/v1/sessions/{sid}"))["phase"] == "CANCELLED"
+    assert [p for p in leftovers(rcluster) if p.startswith(sid)] == []

@@ -10,28 +10,18 @@ command's tool call, session and agent type. Caches that tools write as a side e
 
 from __future__ import annotations
 
-import asyncio
 import hashlib
 import json
-import logging
 import os
 import stat
-from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from muster_contracts import events as ev
 
-from muster_agent.file_changes import ChangeRecorder, record_unanswered
+from muster_agent.file_changes import ChangeRecorder
 from muster_agent.file_snapshots import Snapshot, take_snapshot
-from muster_agent.session_store import SessionState
-from muster_agent.tools.arguments import RunCommand, parse
-from muster_agent.tools.commands import interrupted_result, run_command
-from muster_agent.tools.files import MAX_FILE_BYTES, Result, error
-from muster_agent.tools.workspace import Workspace
-
-log = logging.getLogger("muster.loop")
+from muster_agent.tools.files import MAX_FILE_BYTES
 
 SKIPPED_DIRECTORIES = frozenset(
     {".git", "__pycache__", ".pytest_cache", ".mypy_cache", ".ruff_cache", "node_modules", ".venv"}
@@ -150,77 +140,3 @@ def load_manifest(path: Path) -> Scan | None:
         }
     except (OSError, ValueError, TypeError, IndexError, AttributeError):
         return None
-
-
-async def run_command_call(
-    deps: Any, state: SessionState, workspace: Workspace, recorder: ChangeRecorder, call: Mapping[str, Any]
-) -> tuple[Result, list[ev.FileChanged]]:
-    """Run one `run_command` call of the round: validated, sandboxed, its output streamed
-    to its log file (the crash rule reads it), and the files it changed found. The scan
-    before it is kept beside its log, so a crash's interrupted result attributes them too;
-    a cancel records them on their own (the files did change)."""
-    given = parse(RunCommand, call["arguments"])
-    if isinstance(given, str):
-        return error(given), []
-    root = workspace.real_root()
-    try:
-        agent = deps.agents.get(state.agent_type)
-        network = bool(agent.network)
-    except KeyError:
-        network = False
-    log_path = deps.commands.log_path(deps.workspaces, state.session_id, call["id"])
-    before = await asyncio.to_thread(scan, root, keep=True)
-    await asyncio.to_thread(save_manifest, manifest_path(log_path), before)
-    try:
-        outcome = await run_command(
-            root, given.command, given.timeout_s, policy=deps.commands, log_path=log_path, network=network
-        )
-    except asyncio.CancelledError:
-        await _record_after_cancel(deps, state, root, recorder, call["id"], before, manifest_path(log_path))
-        raise
-    after = await asyncio.to_thread(scan, root, keep=False)
-    return outcome, await asyncio.to_thread(changes, recorder, call["id"], root, before, after)
-
-
-async def _record_after_cancel(
-    deps: Any,
-    state: SessionState,
-    root: Path,
-    recorder: ChangeRecorder,
-    tool_call_id: str,
-    before: Scan,
-    manifest: Path,
-) -> None:
-    """The command was killed by a cancel (of the turn, a deadline, a lost lease): its
-    result is never recorded, but what it changed is, on its own."""
-
-    async def record() -> None:
-        after = await asyncio.to_thread(scan, root, keep=False)
-        made = await asyncio.to_thread(changes, recorder, tool_call_id, root, before, after)
-        await record_unanswered(deps.uows, state.session_id, made, recorder.blobs)
-        recorder.blobs.clear()
-        # Recorded: a resumed run's interrupted result must not attribute them again.
-        await asyncio.to_thread(manifest.unlink, missing_ok=True)
-
-    try:
-        await asyncio.wait_for(record(), timeout=10)
-    except Exception:
-        log.warning("command_changes_unrecorded session=%s", state.session_id, exc_info=True)
-
-
-async def interrupted_command(
-    deps: Any, state: SessionState, workspace: Workspace, recorder: ChangeRecorder, call: Mapping[str, Any]
-) -> tuple[str, list[ev.FileChanged]]:
-    """The result of a command a crash cut off (never run again): its output until then,
-    and what it changed, compared with the scan kept before it started (without the
-    earlier contents, which died with the process)."""
-    log_path = deps.commands.log_path(deps.workspaces, state.session_id, call["id"])
-    result = json.dumps(await asyncio.to_thread(interrupted_result, log_path))
-    before = await asyncio.to_thread(load_manifest, manifest_path(log_path))
-    if before is None:
-        return result, []
-    root = workspace.real_root()
-    after = await asyncio.to_thread(scan, root, keep=False)
-    unknown = "the command was interrupted by a crash"
-    made = await asyncio.to_thread(changes, recorder, call["id"], root, before, after, unknown)
-    return result, made

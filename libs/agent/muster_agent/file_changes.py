@@ -52,6 +52,7 @@ class ChangeRecorder:
     message_id: UUID
     message_seq: int
     blobs: dict[str, str] = field(default_factory=dict)
+    spent: list[Path] = field(default_factory=list)  # commands' logs, removed once recorded
 
     async def run(
         self, call: Mapping[str, Any], tool: Callable[[], Result]

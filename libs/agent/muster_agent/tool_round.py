@@ -11,6 +11,7 @@ transaction.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
 from typing import Any
@@ -19,7 +20,7 @@ from uuid import UUID
 from muster_contracts import events as ev
 
 from muster_agent import session_store as store
-from muster_agent.command_changes import interrupted_command, run_command_call
+from muster_agent.command_calls import forget, interrupted_command, run_command_call
 from muster_agent.file_changes import ChangeRecorder, record_unanswered
 from muster_agent.mcp_tools import calls as mcp_calls
 from muster_agent.session_store import Item, SessionState
@@ -124,6 +125,10 @@ async def _changes_recorded(
         unanswered = [item for item in carry if isinstance(item, ev.FileChanged)]
         await record_unanswered(deps.uows, state.session_id, unanswered, changes.blobs)
     changes.blobs.clear()
+    if kept and changes.spent:
+        # The commands' results are recorded: their logs have served.
+        await asyncio.to_thread(forget, changes.spent)
+        changes.spent.clear()
 
 
 async def _after_gate(

@@ -125,15 +125,18 @@ class LocalTools:
         """`run_command` in this client's directory: in bubblewrap where this machine has
         it, else with the same limits and timeout but unsandboxed, which its result says
         (`"sandboxed": false` and a `note`). Its output is logged under the system's temp
-        directory, never in the user's directory."""
+        directory, never in the user's directory, and removed once the command has ended."""
         given = parse(RunCommand, arguments)
         if isinstance(given, str):
             return error(given)
         root = await asyncio.to_thread(self.workspace.real_root)
         log_path = Path(tempfile.gettempdir(), "muster-local-commands", f"{uuid.uuid4()}.log")
-        return await run_command(
-            root, given.command, given.timeout_s, policy=self.commands, log_path=log_path
-        )
+        try:
+            return await run_command(
+                root, given.command, given.timeout_s, policy=self.commands, log_path=log_path
+            )
+        finally:  # the result carries the output: the log has served
+            await asyncio.to_thread(log_path.unlink, missing_ok=True)
 
     async def _answer(self, session_id: str | None, request_id: str, result: Result) -> None:
         if self._conn is None:

@@ -11,6 +11,7 @@ from uuid import UUID
 from muster_agent import session_store as store
 from muster_agent import titles
 from muster_agent.agents import UnknownAgentType
+from muster_agent.command_stops import answer_stopped_commands
 from muster_agent.compaction import compact
 from muster_agent.loop import LoopDeps, StepOutcome, run_until_idle
 from muster_agent.runners import Runners
@@ -170,6 +171,10 @@ async def compact_session(cmd: CompactSession, deps: HarnessDeps) -> None:
 
 async def cancel_session(cmd: CancelSession, deps: HarnessDeps) -> None:
     """The cancel itself is already recorded by the gateway; interrupt the local loop so an
-    in-flight model call stops now rather than being dropped when it returns."""
+    in-flight model call stops now rather than being dropped when it returns; a command a
+    crash cut off meanwhile is answered (`command_stops`)."""
     if deps.runners.cancel(cmd.session_id):
         log.info("session_loop_interrupted session=%s", cmd.session_id)
+    else:
+        # No loop here: one killed with a command running is never resumed now.
+        await answer_stopped_commands(deps.loop, cmd.session_id)

@@ -9,6 +9,7 @@ from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from uuid import UUID
 
+from muster_agent.command_stops import answer_stopped_commands
 from muster_agent.executions import finish_quietly
 from muster_agent.loop import LoopDeps, run_until_idle
 from muster_agent.runners import Runners
@@ -108,3 +109,6 @@ async def revive_child(uow: AbstractUnitOfWork, execution_id: UUID, child_id: UU
 async def cancel_execution(cmd: CancelExecution, deps: WorkerDeps) -> None:
     if deps.runners.cancel(cmd.execution_id):
         log.info("execution_interrupted execution=%s", cmd.execution_id)
+    else:
+        # No run here: a command a crash cut off in the child is never resumed now.
+        await answer_stopped_commands(deps.loop, cmd.child_session_id)

@@ -9,7 +9,7 @@ from uuid import uuid4
 
 import psutil
 import pytest
-from muster_agent import command_changes
+from muster_agent import command_calls, command_changes
 from muster_agent.file_changes import ChangeRecorder
 from muster_agent.history import StoredMessage, incomplete_tail
 from muster_agent.session_store import SessionState
@@ -130,6 +130,27 @@ def test_interrupted_result_holds_the_output_so_far(tmp_path: Path) -> None:
     assert result["success"] is False and result["interrupted"] is True and result["output"] == "tick 1\ntick 2\n"
     assert str(result["error"]).startswith("interrupted")
     assert interrupted_result(tmp_path / "missing.log")["output"] == ""
+
+
+def test_a_stopped_commands_result_says_the_turn_ended(tmp_path: Path) -> None:
+    log = tmp_path / "c.log"
+    log.write_text("begun\n")
+    result = interrupted_result(log, commands.STOPPED)
+    assert (result["interrupted"], result["output"]) == (True, "begun\n")
+    assert str(result["error"]).startswith("interrupted: the turn ended")
+
+
+def test_forget_removes_a_recorded_commands_log_and_its_scan(tmp_path: Path) -> None:
+    session = tmp_path / "commands" / "s1"
+    session.mkdir(parents=True)
+    first, second = session / "call_1.log", session / "call_2.log"
+    for log in (first, second):
+        log.write_text("out\n")
+        command_changes.save_manifest(command_changes.manifest_path(log), {})
+    command_calls.forget([first])
+    assert sorted(p.name for p in session.iterdir()) == ["call_2.files.json", "call_2.log"]
+    command_calls.forget([second, second])  # the session's last: its directory goes too
+    assert not session.exists()
 
 
 def test_a_round_with_a_started_command_is_not_a_crash_tail() -> None:

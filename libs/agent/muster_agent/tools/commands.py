@@ -62,6 +62,10 @@ INTERRUPTED = (
     "interrupted: this command was cut off by a crash and was not run again; "
     "`output` holds what it printed until then"
 )
+STOPPED = (
+    "interrupted: the turn ended (cancelled, or past its deadline) while this command ran; "
+    "the command and its processes were killed, and `output` holds what it printed until then"
+)
 
 
 @dataclass(frozen=True)
@@ -278,8 +282,9 @@ def _kill_group(proc: asyncio.subprocess.Process) -> None:
         os.killpg(proc.pid, signal.SIGKILL)
 
 
-def interrupted_result(log_path: Path) -> Result:
-    """The result of a command a crash cut off: never run again, its output so far."""
+def interrupted_result(log_path: Path, reason: str = INTERRUPTED) -> Result:
+    """The result of a command a crash (or, with `reason` STOPPED, the end of its turn)
+    cut off: never run again, its output so far."""
     output = _Output()
     with contextlib.suppress(OSError):
         with log_path.open("rb") as f:
@@ -287,7 +292,7 @@ def interrupted_result(log_path: Path) -> Result:
                 output.add(chunk)
     return {
         "success": False,
-        "error": INTERRUPTED,
+        "error": reason,
         "interrupted": True,
         "exit_code": None,
         "output": output.text(),
