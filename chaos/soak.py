@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import logging
 import os
 import random
 import sys
@@ -168,6 +169,7 @@ async def soak(
 
 def main(argv: list[str] | None = None) -> int:
     args = parse(argv)
+    logging.getLogger("aiokafka").setLevel(logging.CRITICAL)  # the lag reader during broker kills
     seed = args.seed if args.seed is not None else random.randrange(1, 1_000_000)
     out = args.out or RESULTS / f"soak-{time.strftime('%Y%m%d-%H%M%S')}"
     print(
