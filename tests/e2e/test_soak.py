@@ -36,7 +36,7 @@ def test_short_soak_passes_every_check(tmp_path: Path) -> None:
     out = tmp_path / "soak"
     argv = [
         sys.executable, "-m", "chaos.soak", "--minutes", str(MINUTES), "--kill-every", str(KILL_EVERY_S),
-        "--sample-every", "3", "--seed", str(SEED), "--out", str(out), "--quiesce-timeout", "60",
+        "--sample-every", "3", "--rate", "0.5", "--seed", str(SEED), "--out", str(out), "--quiesce-timeout", "60",
     ]
     started = time.monotonic()
     log = tmp_path / "soak.out"
