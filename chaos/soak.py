@@ -50,7 +50,7 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
         help="default: 5 for 30 minutes, in proportion for shorter soaks",
     )
     parser.add_argument(
-        "--rate", type=float, default=float(env("SOAK_RATE", "0.5")), help="sessions started a second"
+        "--rate", type=float, default=float(env("SOAK_RATE", "1.0")), help="sessions started a second"
     )
     parser.add_argument("--sample-every", type=float, default=float(env("SOAK_SAMPLE_S", "5")))
     parser.add_argument("--lag-bound", type=float, default=float(env("SOAK_LAG_BOUND_S", "45")))
