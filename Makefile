@@ -8,7 +8,7 @@ VENV := .venv
 # Never download an interpreter: the project runs on the machine's own Python.
 export UV_PYTHON_DOWNLOADS := never
 
-.PHONY: install run test lint bench bench-waiting bench-table bench-console docs clean rebuild rebuild-check chaos fuzz engine images compose-test
+.PHONY: install run test lint bench bench-waiting bench-overload bench-table bench-console docs clean rebuild rebuild-check chaos soak fuzz engine images compose-test
 
 .tools/bin/uv:
 	$(PYTHON) -m venv .tools
@@ -58,6 +58,12 @@ bench-table: install
 bench-waiting: install
 	$(VENV)/bin/python -m bench.waiting
 
+# Offered load 3x saturation for BURST_S, then 0.5x: admitted and refused turns, admitted
+# latency against saturation's, drain time, idle CPU after it, exactly-once (docs/soak.md).
+BURST_S ?= 120
+bench-overload: install
+	BURST_S=$(BURST_S) $(VENV)/bin/python -m bench.overload
+
 # Random SIGKILLs against a private cluster, then the DESIGN §6 invariants; reports go to
 # chaos-results/. Re-run a failure with the seed it printed: make chaos CHAOS_SEED=N
 CHAOS_SEED ?= $(shell date +%s)
@@ -65,6 +71,16 @@ CHAOS_SESSIONS ?= 30
 CHAOS_KILLS ?= 20
 chaos: install
 	$(VENV)/bin/python -m chaos.run --sessions $(CHAOS_SESSIONS) --kills $(CHAOS_KILLS) --seed $(CHAOS_SEED)
+
+# The chaos workload at a steady rate for SOAK_MINUTES, a random service or the broker
+# SIGKILLed every SOAK_KILL_EVERY_S, resources sampled throughout; the chaos invariants and
+# the resource checks after it, a JSON report and PNG charts in SOAK_OUT (docs/soak.md).
+SOAK_MINUTES ?= 30
+SOAK_KILL_EVERY_S ?= 60
+SOAK_OUT ?= bench/results/soak-$(shell date +%Y%m%d-%H%M%S)
+soak: install
+	SOAK_MINUTES=$(SOAK_MINUTES) SOAK_KILL_EVERY_S=$(SOAK_KILL_EVERY_S) SOAK_OUT=$(SOAK_OUT) \
+		$(VENV)/bin/python -m chaos.soak
 
 docs: install
 	$(VENV)/bin/python -m muster_launcher.asyncapi

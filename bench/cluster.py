@@ -27,14 +27,18 @@ def free_port() -> int:
 
 
 class BenchCluster:
-    def __init__(self, token: str = "bench-token", instances: dict[str, int] | None = None) -> None:
+    def __init__(
+        self, token: str = "bench-token", instances: dict[str, int] | None = None, env: dict[str, str] | None = None
+    ) -> None:
         """`instances` ({"harness": 2, "subagent-worker": 2}) overrides the environment's
-        MUSTER_*_INSTANCES; without it they pass through from the caller's environment."""
+        MUSTER_*_INSTANCES; without it they pass through from the caller's environment.
+        `env` overrides the rest (the overload bench turns shedding back on)."""
         self.token = token
         self.data_dir = Path(tempfile.mkdtemp(prefix="muster-bench-"))
         self.ready: dict[str, str] = {}
         self.proc: subprocess.Popen[str] | None = None
         self.env_overrides = {INSTANCE_ENV[role]: str(n) for role, n in (instances or {}).items()}
+        self.env_overrides.update(env or {})
 
     def __enter__(self) -> BenchCluster:
         env = dict(
@@ -52,8 +56,8 @@ class BenchCluster:
             MUSTER_OVERLOAD_POOL_WAIT_MS="0",
             MUSTER_LOG_LEVEL=os.environ.get("MUSTER_LOG_LEVEL", "WARNING"),
             PYTHONUNBUFFERED="1",
-            **self.env_overrides,
         )
+        env.update(self.env_overrides)
         self.env = env
         self.proc = subprocess.Popen(
             [str(ROOT / ".venv/bin/muster"), "run"],
@@ -108,17 +112,7 @@ class BenchCluster:
     def processes(self) -> dict[str, list[psutil.Process]]:
         """Supervised children by role; postgres includes its backends."""
         assert self.proc is not None
-        roles: dict[str, list[psutil.Process]] = {}
-        for child in psutil.Process(self.proc.pid).children():
-            try:
-                names = " ".join(os.path.basename(a) for a in child.cmdline()[:2])
-            except psutil.Error:
-                continue
-            for role in ROLES[:-1]:
-                if role in names:
-                    roles.setdefault(role, []).append(child)
-        roles["launcher"] = [psutil.Process(self.proc.pid)]
-        return roles
+        return role_processes(self.proc.pid)
 
     def instance_counts(self) -> dict[str, int]:
         """Running processes per service, as found now."""
@@ -146,6 +140,21 @@ class BenchCluster:
                         total += times.children_user + times.children_system
             totals[role] = total
         return totals
+
+
+def role_processes(launcher_pid: int) -> dict[str, list[psutil.Process]]:
+    """The children of `muster run` (pid `launcher_pid`) by role, and the launcher itself."""
+    roles: dict[str, list[psutil.Process]] = {}
+    for child in psutil.Process(launcher_pid).children():
+        try:
+            names = " ".join(os.path.basename(a) for a in child.cmdline()[:2])
+        except psutil.Error:
+            continue
+        for role in ROLES[:-1]:
+            if role in names:
+                roles.setdefault(role, []).append(child)
+    roles["launcher"] = [psutil.Process(launcher_pid)]
+    return roles
 
 
 def wait_until(predicate: Callable[[], bool], timeout: float = 30.0) -> None:

@@ -54,7 +54,10 @@ class Device:
                     await asyncio.wait_for(self._serve(ws), timeout=self.rng.uniform(2.0, 8.0))
             except TimeoutError:
                 self.drops += 1  # our own drop: the connection's time was up
-            except (OSError, websockets.ConnectionClosed):
+            except (OSError, websockets.WebSocketException):
+                # Refused or cut handshakes too (a gateway restarting answers 503 or closes
+                # mid-handshake): a device whose loop died would leave its user's LOCAL
+                # sessions waiting for ever (found by the soak).
                 pass
             await asyncio.sleep(0.2)
 
