@@ -20,8 +20,11 @@ install: $(UV)
 run: install
 	$(VENV)/bin/muster run
 
+# Two workers for everything that does not measure time against itself (each worker has its
+# own clusters and database server), then the `serial` tests alone on the machine.
 test: install
-	$(VENV)/bin/pytest -q --durations=25
+	$(VENV)/bin/pytest -q --durations=25 -n 2 --dist loadfile -m "not serial"
+	$(VENV)/bin/pytest -q --durations=10 -m serial
 
 # Hostile input at scale: schemathesis over /openapi.json and hypothesis over WebSocket
 # frames, each >= 10,000 tries against a running system; prints the counts and violations.

@@ -25,7 +25,7 @@ import pytest
 
 from .conftest import ROOT
 
-pytestmark = [pytest.mark.e2e, pytest.mark.slow, pytest.mark.timeout(360)]
+pytestmark = [pytest.mark.e2e, pytest.mark.slow, pytest.mark.serial, pytest.mark.timeout(360)]
 
 # Seed 5 kills each of recovery, broker, subagent-worker, harness, gateway, then harness again.
 SEED = int(os.environ.get("CHAOS_TEST_SEED", "5"))

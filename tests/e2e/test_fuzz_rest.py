@@ -25,7 +25,7 @@ from schemathesis.core.failures import Failure, FailureGroup
 from .fuzz_support import HTTP_STATUS, Tally, budget, check_error_body
 from .wsclient import Client, script
 
-pytestmark = [pytest.mark.e2e, pytest.mark.fuzz]
+pytestmark = [pytest.mark.e2e, pytest.mark.fuzz, pytest.mark.serial]
 
 PUBLIC = {"/healthz", "/metrics", "/openapi.json", "/asyncapi.json", "/docs", "/redoc"}
 # Generated values are hostile already; these tokens add the ones that name real users.

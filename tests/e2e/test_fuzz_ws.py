@@ -28,7 +28,7 @@ from .fuzz_strategies import raw_frames
 from .fuzz_support import Tally, budget, check_error_body
 from .wsclient import TERMINAL, script
 
-pytestmark = [pytest.mark.e2e, pytest.mark.fuzz,
+pytestmark = [pytest.mark.e2e, pytest.mark.fuzz, pytest.mark.serial,
               # Frames of up to 4 MiB: hypothesis warns that their repr is large; expected here.
               pytest.mark.filterwarnings("ignore:Generating overly large repr"),
               # The client's keepalive thread draws its ping payloads from `random` while

@@ -22,7 +22,7 @@ import pytest
 from .conftest import Launch, Launcher
 from .wsclient import Client, call, script
 
-pytestmark = [pytest.mark.e2e, pytest.mark.slow, pytest.mark.timeout(300)]
+pytestmark = [pytest.mark.e2e, pytest.mark.slow, pytest.mark.serial, pytest.mark.timeout(300)]
 
 USERS = {"carol": "tok-carol", "dave": "tok-dave"}
 TURNS = 15  # dave's turns per measurement; medians

@@ -23,7 +23,7 @@ import pytest
 from .conftest import ROOT
 from .test_chaos import stop
 
-pytestmark = [pytest.mark.e2e, pytest.mark.slow, pytest.mark.timeout(330)]
+pytestmark = [pytest.mark.e2e, pytest.mark.slow, pytest.mark.serial, pytest.mark.timeout(330)]
 
 SEED = int(os.environ.get("SOAK_TEST_SEED", "1"))
 MINUTES = 1.75  # kills at 45 s and 90 s
