@@ -257,7 +257,8 @@ async def test_ask_waits_for_an_approval_showing_the_command(alice: Client, alic
     (requested,) = [e["data"] for e in alice.events[sid] if e["type"] == "approval_requested"]
     assert requested["tool"] == "run_command"
     assert requested["arguments"] == {"command": "echo approved > ok.txt; echo ran"}
-    assert alice.phases(sid)[-1] == "WAITING_APPROVAL"
+    # The phase's frame may come in the socket's next message, after the request's.
+    await alice.wait_for(lambda: alice.phases(sid)[-1:] == ["WAITING_APPROVAL"])
     await alice.ack("answer_approval", sid, {"approvalId": requested["approvalId"], "decision": "approve"})
     assert await alice.wait_phase(sid, timeout=60) == "COMPLETED"
     (result,) = await results(alice_rest, sid)

@@ -59,6 +59,9 @@ async def test_scripted_turn_writes_edits_reads_and_completes(cluster, alice: Cl
 
 async def test_subscribe_after_position_replays_missed_events_then_live(cluster, alice: Client) -> None:
     session_id = await alice.run_turn(script({"content": "turn one"}))
+    # The title the harness makes is recorded once the turn's loop has stopped (ADR 0040):
+    # it belongs to the first turn's events too.
+    await alice.wait_for(lambda: any(e["type"] == "session_updated" for e in alice.events[session_id]))
     first_turn = alice.events[session_id]
     cut = first_turn[1]["position"]
 

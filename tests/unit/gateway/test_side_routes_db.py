@@ -19,7 +19,10 @@ BOB = {"Authorization": "Bearer tb"}
 
 @pytest.fixture
 def client(database_url: str, tmp_path: Path) -> Iterator[TestClient]:
-    settings = Settings(database_url=database_url, kafka_bootstrap_servers="", data_dir=tmp_path)
+    # The database is the session's, shared by the gateway tests, and no harness starts the
+    # turns they create: shedding on that backlog's age would refuse these at random.
+    settings = Settings(database_url=database_url, kafka_bootstrap_servers="", data_dir=tmp_path,
+                        overload_backlog=0, overload_backlog_age_ms=0)
     app = build_app(settings, tokens={"ta": "alice", "tb": "bob"}, kafka=False)
     with TestClient(app) as test_client:
         yield test_client
