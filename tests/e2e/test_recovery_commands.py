@@ -9,6 +9,7 @@ import asyncio
 import json
 import uuid
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -18,6 +19,16 @@ from .test_commands import leftovers, processes_with
 from .wsclient import Client, Rest, call, script
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow]
+
+
+async def running(counted: Path, cluster: Any, at_least: int = 5) -> None:
+    """Until the command has written `at_least` lines (it runs in a sandboxed process of
+    its own: its file is what can be watched)."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + 60
+    while lines(counted) < at_least:
+        assert loop.time() < deadline, cluster.tail()
+        await asyncio.sleep(0.05)
 
 
 def lines(path: Path) -> int:
@@ -46,11 +57,7 @@ async def test_a_command_cut_off_by_a_worker_crash_is_never_run_again(
     )
     sid = created["sessionId"]
     counted = Path(rcluster.data_dir) / "workspaces" / sid / "count.txt"
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + 60
-    while lines(counted) < 5:  # the command runs: its lines arrive
-        assert loop.time() < deadline, rcluster.tail()
-        await asyncio.sleep(0.05)
+    await running(counted, rcluster)  # the command runs: its lines arrive
     kill_worker(rcluster)
     at_kill = lines(counted)
     assert await rclient.wait_phase(sid, timeout=90) == "COMPLETED"
@@ -96,11 +103,7 @@ async def test_a_main_sessions_command_cut_off_by_a_harness_crash_is_never_run_a
     )
     sid = created["sessionId"]
     counted = Path(rcluster.data_dir) / "workspaces" / sid / "main.txt"
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + 60
-    while lines(counted) < 5:
-        assert loop.time() < deadline, rcluster.tail()
-        await asyncio.sleep(0.05)
+    await running(counted, rcluster)  # the command runs: its lines arrive
     old = rcluster.kill("harness")
     rcluster.wait_restarted("harness", old)
     at_kill = lines(counted)
@@ -133,11 +136,7 @@ async def test_a_command_cut_off_by_a_crash_in_a_turn_cancelled_meanwhile_is_ans
     )
     sid = created["sessionId"]
     counted = Path(rcluster.data_dir) / "workspaces" / sid / "gone.txt"
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + 60
-    while lines(counted) < 5:
-        assert loop.time() < deadline, rcluster.tail()
-        await asyncio.sleep(0.05)
+    await running(counted, rcluster)  # the command runs: its lines arrive
     old = rcluster.kill("harness")
     await rclient.ack("cancel", sid)
     at_kill = lines(counted)
