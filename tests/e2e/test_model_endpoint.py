@@ -47,6 +47,8 @@ async def test_429_and_503_are_retried_after_retry_after_then_the_turn_goes_on(e
     try:
         # The first call's two failures are retried; the second call is past the budget.
         assert await client.wait_phase(sid) == "FAILED"
+        # The title is recorded once the turn's loop has stopped (ADR 0040): after the phase.
+        await client.wait_for(lambda: any(e["type"] == "session_updated" for e in client.events[sid]))
         session = await rest.json(f"/v1/sessions/{sid}")
         messages = [m["role"] for m in await rest.messages(sid)]
     finally:
