@@ -99,7 +99,13 @@ async def exercise(
         checks, exercised = await run_checks(pool, outcomes, conns, cluster.log_lines(), workspaces, devices)
         return outcomes, checks, {"quiescence": quiet, "exercised": exercised}
     finally:
-        await close_clients(devices, conns, rests, pool)
+        for device in devices.values():
+            await device.close()
+        for conn in conns.values():
+            await conn.close()
+        for rest in rests.values():
+            await rest.close()
+        await pool.close()
 
 
 async def run_checks(
@@ -187,16 +193,3 @@ def main(argv: list[str] | None = None) -> int:
 
 if __name__ == "__main__":
     sys.exit(main())
-
-
-async def close_clients(
-    devices: dict[Any, Any], conns: dict[Any, Any], rests: dict[Any, Any], pool: Any
-) -> None:
-    """The run's LOCAL devices, sockets, REST clients and database pool."""
-    for device in devices.values():
-        await device.close()
-    for conn in conns.values():
-        await conn.close()
-    for rest in rests.values():
-        await rest.close()
-    await pool.close()

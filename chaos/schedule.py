@@ -76,22 +76,18 @@ class KillRunner:
                 if self.inflight() or self.none_starting():
                     break
                 await asyncio.sleep(0.1)
-            targets = "+".join(step.targets)
-            await self.kill(step, f"[chaos] kill {step.index:2d} at {step.at_s:6.1f}s {targets:<28}")
-
-    async def kill(self, step: KillStep, label: str) -> None:
-        """Run one step's kills and restarts, print its line, and count it done."""
-        step.inflight = self.inflight()
-        await asyncio.to_thread(self._execute, step)
-        self.last_kill_at = time.monotonic()
-        status = "ok" if step.error is None else f"ERROR {step.error.splitlines()[0]}"
-        print(
-            f"{label} restarted in {step.restart_s or 0:.1f}s, {step.inflight} sessions in flight {status}",
-            flush=True,
-        )
-        async with self.progress:
-            self.done += 1
-            self.progress.notify_all()
+            step.inflight = self.inflight()
+            await asyncio.to_thread(self._execute, step)
+            self.last_kill_at = time.monotonic()
+            status = "ok" if step.error is None else f"ERROR {step.error.splitlines()[0]}"
+            print(
+                f"[chaos] kill {step.index:2d} at {step.at_s:6.1f}s {'+'.join(step.targets):<28} "
+                f"restarted in {step.restart_s or 0:.1f}s, {step.inflight} sessions in flight {status}",
+                flush=True,
+            )
+            async with self.progress:
+                self.done += 1
+                self.progress.notify_all()
 
     def _execute(self, step: KillStep) -> None:
         after = self.cluster.line_count()

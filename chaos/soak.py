@@ -24,7 +24,7 @@ from chaos.cluster import ChaosCluster
 from chaos.device import Device
 from chaos.quiesce import wait_quiet
 from chaos.rest import Rest
-from chaos.run import close_clients, json_codecs, run_checks
+from chaos.run import json_codecs, run_checks
 from chaos.soak_charts import draw
 from chaos.soak_checks import resource_checks
 from chaos.soak_load import PeriodicKills, SoakDriver, release
@@ -158,7 +158,13 @@ async def soak(
         return result, (sampler.samples, driver.finished, kills.steps, warmup_s)
     finally:
         await driver.close()
-        await close_clients(devices, conns, rests, pool)
+        for device in devices.values():
+            await device.close()
+        for conn in conns.values():
+            await conn.close()
+        for rest in rests.values():
+            await rest.close()
+        await pool.close()
 
 
 def main(argv: list[str] | None = None) -> int:

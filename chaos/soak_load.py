@@ -48,7 +48,18 @@ class PeriodicKills(KillRunner):
             await asyncio.sleep(max(0.0, self.t0 + at - time.monotonic()))
             step = KillStep(len(self.steps), self.every_s, [self.rng.choice(TARGETS)])
             self.steps.append(step)
-            await self.kill(step, f"[soak] kill {step.index:2d} at {step.at_s:7.1f}s {step.targets[0]:<16}")
+            step.inflight = self.inflight()
+            await asyncio.to_thread(self._execute, step)
+            self.last_kill_at = time.monotonic()
+            status = "ok" if step.error is None else f"ERROR {step.error.splitlines()[0]}"
+            print(
+                f"[soak] kill {step.index:2d} at {step.at_s:7.1f}s {step.targets[0]:<16} "
+                f"restarted in {step.restart_s or 0:.1f}s, {step.inflight} sessions in flight {status}",
+                flush=True,
+            )
+            async with self.progress:
+                self.done += 1
+                self.progress.notify_all()
             # The next kill keeps to the period; one that a slow restart overran comes next.
             at = max(at + self.every_s, time.monotonic() - self.t0)
 
