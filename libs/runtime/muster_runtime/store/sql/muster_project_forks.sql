@@ -2,7 +2,7 @@
 -- position order, copies the source's messages and file changes up to the fork's seq
 -- (minus the skipped ones) into the side task, with ids from muster_copied_id. One fork at
 -- a time: a fork of a fork copies rows the previous statement inserted.
--- Called by: muster_project, muster_project_positions.
+-- Called by: muster_project_events.
 
 CREATE OR REPLACE FUNCTION muster_project_forks(evs muster_event[]) RETURNS void LANGUAGE plpgsql AS $$
 DECLARE

@@ -1,7 +1,7 @@
 -- muster_project_manage: the rare session-management events (settings, archive, unarchive,
 -- delete, promote, read, tree status), one statement each in position order, so the last
 -- one wins. A promotion makes the session a root and moves its descendants' root.
--- Called by: muster_project, muster_project_positions (only when the pass holds one of
+-- Called by: muster_project_events (only when the pass holds one of
 -- these events).
 
 CREATE OR REPLACE FUNCTION muster_project_manage(evs muster_event[], present text[]) RETURNS void

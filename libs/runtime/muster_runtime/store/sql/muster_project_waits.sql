@@ -2,7 +2,7 @@
 -- (approval, question, LOCAL tool request) inserts a pending row; a resolution changes it
 -- only if it was recorded later (its position is greater), so a range applied at once
 -- equals its events applied one by one.
--- Called by: muster_project, muster_project_positions.
+-- Called by: muster_project_events.
 
 CREATE OR REPLACE FUNCTION muster_project_waits(evs muster_event[]) RETURNS void LANGUAGE sql AS $$
     INSERT INTO session_waits (wait_id, kind, session_id, user_id, tool_call_id, detail,
