@@ -1,6 +1,6 @@
 """A belled consumer's chase: after records it fetches once more (all partitions, once the
 records are handled); after a ring it keeps fetching until records come, for a while at
-most; otherwise it waits for the bell."""
+most; otherwise it waits for the bell, or the fallback: short near traffic, long when idle."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import asyncio
 from pathlib import Path
 from typing import Any
 
-from muster_runtime.messaging.local_broker.bell_fetching import Chase, gate_on_bell
+from muster_runtime.messaging.local_broker.bell_fetching import Chase, Fallback, gate_on_bell
 from muster_runtime.messaging.local_broker.bells import Bell, Ringer
 
 from tests.unit.runtime.fakes import Clock
@@ -101,3 +101,56 @@ async def test_after_records_a_ring_since_sends_the_next_request_at_once(bells_d
     finally:
         bell.close()
         ringer.close()
+
+
+def test_the_fallback_is_short_near_traffic_and_long_once_idle() -> None:
+    clock = Clock()
+    fallback = Fallback(0.1, 1.0, idle_after_s=2.0, clock=clock)
+    assert fallback.seconds == 0.1  # just started: a ringer may not know its bell yet
+    clock.now = 2.0
+    assert fallback.seconds == 1.0  # nothing for a while: idle
+    fallback.active()  # a ring or records
+    assert fallback.seconds == 0.1
+    clock.now = 3.9
+    assert fallback.seconds == 0.1
+    clock.now = 4.0
+    assert fallback.seconds == 1.0
+    assert Fallback(0.5, 0.1, idle_after_s=2.0, clock=clock).idle_s == 0.5  # never shorter idle
+
+
+class TimedBell(Bell):
+    """A bell that records how long each wait was allowed, and returns at once (rung when
+    `ring_next` says so)."""
+
+    def __init__(self) -> None:
+        super().__init__([])
+        self.timeouts: list[float] = []
+        self.ring_next = False
+
+    async def wait_beyond(self, seen: int, timeout_s: float, *, unless: Any = None) -> None:
+        self.timeouts.append(timeout_s)
+        if self.ring_next:
+            self.rings += 1
+
+
+async def test_an_idle_consumer_falls_back_less_often_until_a_ring_or_records() -> None:
+    clock, bell = Clock(), TimedBell()
+    fetcher = Fetcher([False, False, False, True, False])
+    gate_on_bell(fetcher, bell, busy_ms=5, fallback_s=0.1, idle_fallback_s=1.0, idle_after_s=2.0, clock=clock)
+
+    async def fetch() -> bool:
+        fetcher.next_round()
+        return await fetcher._proc_fetch_request(Assignment(), 0, None)
+
+    assert not await fetch()
+    assert bell.timeouts[-1] == 0.1  # near its start
+    clock.now = 2.5
+    assert not await fetch()
+    assert bell.timeouts[-1] == 1.0  # idle
+    bell.ring_next = True
+    assert not await fetch()  # rung while it waited
+    bell.ring_next = False
+    clock.now = 2.5 + Chase.CHASE_S
+    assert await fetch()  # the ring's records: fetched once more at once
+    assert not await fetch()
+    assert bell.timeouts[-1] == 0.1  # traffic: back to the short fallback

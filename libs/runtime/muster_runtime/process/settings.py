@@ -150,6 +150,9 @@ class Settings(BaseSettings):
     # empty to poll instead). A consumer rung by nobody fetches again after the fallback.
     bells_dir: Path | None = Field(None, validation_alias=_var("MUSTER_BELLS_DIR"))
     bell_fallback_ms: int = Field(100, gt=0, validation_alias=_var("MUSTER_BELL_FALLBACK_MS"))
+    # The fallback once a consumer has had no ring and no records for `kafka_idle_after_ms`:
+    # an idle cluster's consumers then fetch once a second, not ten times.
+    bell_idle_fallback_ms: int = Field(1000, gt=0, validation_alias=_var("MUSTER_BELL_IDLE_FALLBACK_MS"))
     kafka_session_timeout_ms: int = Field(2000, validation_alias=_var("MUSTER_KAFKA_SESSION_TIMEOUT_MS"))
     kafka_heartbeat_interval_ms: int = Field(500, validation_alias=_var("MUSTER_KAFKA_HEARTBEAT_INTERVAL_MS"))
     # Recovery's consumer is a backstop (ADR 0011): a long wait costs a cascade or a late

@@ -1,6 +1,7 @@
 """A consumer's fetches gated on its bell (`bells`): after an empty fetch, the next goes
 out when the consumer is rung, once it has handled its buffered records, or after the
-fallback, instead of every `fetch_max_wait_ms`.
+fallback (`Fallback`: short near traffic, long when idle), instead of every
+`fetch_max_wait_ms`.
 
 The hook: aiokafka's Fetcher runs one task per fetch (send, then store what came back; True
 when records did), and sends no other fetch to that broker while it runs. That task is
@@ -54,9 +55,48 @@ class Chase:
             self._until = self._clock() + self.CHASE_S
 
 
-def gate_on_bell(fetcher: Any, bell: Bell, *, busy_ms: int, fallback_s: float, clock: Clock) -> None:
+class Fallback:
+    """How long a consumer nobody rings waits before it fetches anyway.
+
+    The fallback covers a ring that never comes: a publisher outside the cluster, a record
+    slower to show than the chase, a consumer too new for a ringer's listing. Those happen
+    around traffic, so near a ring or records the wait is `busy_s`; after `idle_after_s`
+    of neither it is `idle_s`, so an idle cluster does not keep the broker answering empty
+    fetches ten times a second per consumer (the first record after idling, unrung, may
+    wait up to `idle_s`)."""
+
+    def __init__(self, busy_s: float, idle_s: float, idle_after_s: float, clock: Clock) -> None:
+        self.busy_s = busy_s
+        self.idle_s = max(idle_s, busy_s)
+        self.idle_after_s = idle_after_s
+        self._clock = clock
+        # A consumer starts busy: a ringer may not have listed its bell yet.
+        self._active_at = clock()
+
+    def active(self) -> None:
+        """A ring or records: traffic is here."""
+        self._active_at = self._clock()
+
+    @property
+    def seconds(self) -> float:
+        if self._clock() - self._active_at < self.idle_after_s:
+            return self.busy_s
+        return self.idle_s
+
+
+def gate_on_bell(
+    fetcher: Any,
+    bell: Bell,
+    *,
+    busy_ms: int,
+    fallback_s: float,
+    clock: Clock,
+    idle_fallback_s: float | None = None,
+    idle_after_s: float = 2.0,
+) -> None:
     """Make `fetcher` wait for `bell` between fetches (see the module's docstring)."""
     chase = Chase(clock)
+    fallback = Fallback(fallback_s, idle_fallback_s or fallback_s, idle_after_s, clock)
     # The rings counted before the last fetch, when it brought records.
     after_records: int | None = None
 
@@ -64,9 +104,11 @@ def gate_on_bell(fetcher: Any, bell: Bell, *, busy_ms: int, fallback_s: float, c
         # Cancelled when the fetcher closes or the assignment goes, as the fetch itself
         # is: like it, end quietly (the fetcher awaits it unguarded).
         with contextlib.suppress(asyncio.CancelledError):
-            await bell.wait_beyond(seen, fallback_s, unless=consumed)
+            await bell.wait_beyond(seen, fallback.seconds, unless=consumed)
         rung = bell.rings > seen
         chase.rung(rung)
+        if rung:
+            fallback.active()
         # The fetch sent on a ring should come straight back if its records are not
         # visible yet: the chase then asks again.
         set_fetch_wait(fetcher, 1 if rung else busy_ms)
@@ -90,6 +132,7 @@ def gate_on_bell(fetcher: Any, bell: Bell, *, busy_ms: int, fallback_s: float, c
         fetched: bool = await fetch(assignment, node_id, request)
         if fetched:
             after_records = seen
+            fallback.active()
         if chase.chasing(fetched) or not assignment.active:
             set_fetch_wait(fetcher, busy_ms)
             return fetched

@@ -10,7 +10,8 @@ fetcher after every `getmany` slice (`aiokafka_hooks.set_fetch_wait`, ADR 0035).
 
 With a bells directory (`bells`), a consumer whose fetch wait is at most the bell's
 fallback polls no more: after an empty fetch the next goes out when it is rung, or after
-the fallback (`bell_fetching`); with `bell_relevant`, only by rings naming a key it accepts.
+the fallback (`bell_fetching`: `bell_idle_fallback_s` once idle); with `bell_relevant`,
+only by rings naming a key it accepts.
 
 Real Kafka answers a waiting fetch as soon as data arrives: its consumers are plain
 `ServiceConsumer`s (`tuning`).
@@ -72,6 +73,7 @@ class AdaptiveConsumer(ServiceConsumer):
         clock: Clock = time.monotonic,
         bells_dir: Path | None = None,
         bell_fallback_s: float = 0.1,
+        bell_idle_fallback_s: float | None = None,
         bell_relevant: Relevant | None = None,
         **options: Any,
     ) -> None:
@@ -83,6 +85,7 @@ class AdaptiveConsumer(ServiceConsumer):
         # not care for latency: it keeps polling at its own pace.
         self._bells_dir = bells_dir if busy_ms <= bell_fallback_s * 1000 else None
         self._bell_fallback_s = bell_fallback_s
+        self._bell_idle_fallback_s = bell_idle_fallback_s
         self._bell_relevant = bell_relevant
         self.bell: Bell | None = None
 
@@ -97,6 +100,8 @@ class AdaptiveConsumer(ServiceConsumer):
             self.bell,
             busy_ms=self.fetch_wait.busy_ms,
             fallback_s=self._bell_fallback_s,
+            idle_fallback_s=self._bell_idle_fallback_s,
+            idle_after_s=self.fetch_wait.idle_after_s,
             clock=self._clock,
         )
 
@@ -124,6 +129,7 @@ def adaptive_builder(
     idle_after_s: float,
     bells_dir: Path | None = None,
     bell_fallback_s: float = 0.1,
+    bell_idle_fallback_s: float | None = None,
     bell_relevant: Relevant | None = None,
 ) -> Callable[..., AIOKafkaConsumer]:
     """FastStream's consumer factory, making `AdaptiveConsumer`s with the same options."""
@@ -134,5 +140,6 @@ def adaptive_builder(
         idle_after_s=idle_after_s,
         bells_dir=bells_dir,
         bell_fallback_s=bell_fallback_s,
+        bell_idle_fallback_s=bell_idle_fallback_s,
         bell_relevant=bell_relevant,
     )

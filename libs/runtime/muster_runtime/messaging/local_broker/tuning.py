@@ -38,6 +38,7 @@ def consumer(
         "idle_after_s": settings.kafka_idle_after_ms / 1000,
         "bells_dir": bells_dir(settings),
         "bell_fallback_s": settings.bell_fallback_ms / 1000,
+        "bell_idle_fallback_s": settings.bell_idle_fallback_ms / 1000,
         "bell_relevant": bell_relevant,
     }
 
