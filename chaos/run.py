@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import json
 import random
 import sys
 import time
@@ -23,6 +22,7 @@ from chaos.checks_extra import check_7, check_ws
 from chaos.checks_history import check_1, check_2, check_3
 from chaos.checks_results import check_r
 from chaos.checks_waits import check_waits
+from chaos.clients import clients
 from chaos.cluster import ChaosCluster
 from chaos.dbstate import Check, load
 from chaos.device import Device
@@ -30,16 +30,9 @@ from chaos.driver import Driver
 from chaos.exercised import summarise
 from chaos.outcome import Outcome
 from chaos.quiesce import wait_quiet
-from chaos.rest import Rest
 from chaos.schedule import KillRunner, KillStep, describe, plan_kills
-from chaos.workload import USERS, SessionPlan, plan_workload
+from chaos.workload import SessionPlan, plan_workload
 from chaos.wsconn import Conn
-
-
-async def json_codecs(conn: asyncpg.Connection) -> None:
-    """As the services' pools do (muster_runtime.process.db): json/jsonb as Python objects."""
-    for type_name in ("json", "jsonb"):
-        await conn.set_type_codec(type_name, encoder=json.dumps, decoder=json.loads, schema="pg_catalog")
 
 
 def parse(argv: list[str] | None = None) -> argparse.Namespace:
@@ -55,22 +48,9 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
 async def exercise(
     cluster: ChaosCluster, plans: list[SessionPlan], steps: list[KillStep], quiesce_s: float, t0: float
 ) -> tuple[list[Outcome], list[Check], dict[str, Any]]:
-    conns = {user: Conn(cluster.ws_url, cluster.tokens[user]) for user in USERS}
-    rests = {user: Rest(cluster.gateway_url, cluster.tokens[user]) for user in USERS}
-    pool = await asyncpg.create_pool(cluster.database_url, min_size=1, max_size=4, init=json_codecs)
-    devices = {
-        user: Device(
-            cluster.ws_url, cluster.tokens[user], cluster.data_dir / "devices" / user, f"{user}-{t0}"
-        )
-        for user in USERS
-    }
-    try:
-        for conn in conns.values():
-            await conn.start()
-        for device in devices.values():
-            device.start()
+    async with clients(cluster, str(t0)) as users:
         kills = KillRunner(cluster, steps, t0)
-        driver = Driver(conns, rests, pool, kills)
+        driver = Driver(users.conns, users.rests, users.pool, kills)
         killing = asyncio.create_task(kills.run())
         tasks = [asyncio.create_task(driver.run(plan)) for plan in plans]
         tasks_done = asyncio.Event()
@@ -89,23 +69,17 @@ async def exercise(
             "for quiescence",
             flush=True,
         )
-        quiet = await wait_quiet(pool, driver.deadline + 5, tasks_done)
+        quiet = await wait_quiet(users.pool, driver.deadline + 5, tasks_done)
         if not tasks_done.is_set():
             await asyncio.wait({gathering}, timeout=20)
         for task in tasks:
             task.cancel()
         outcomes = [driver.outcomes[p.index] for p in plans if p.index in driver.outcomes]
         workspaces = cluster.data_dir / "workspaces"
-        checks, exercised = await run_checks(pool, outcomes, conns, cluster.log_lines(), workspaces, devices)
+        checks, exercised = await run_checks(
+            users.pool, outcomes, users.conns, cluster.log_lines(), workspaces, users.devices
+        )
         return outcomes, checks, {"quiescence": quiet, "exercised": exercised}
-    finally:
-        for device in devices.values():
-            await device.close()
-        for conn in conns.values():
-            await conn.close()
-        for rest in rests.values():
-            await rest.close()
-        await pool.close()
 
 
 async def run_checks(

@@ -54,6 +54,8 @@ def plan_kills(seed: int, kills: int) -> list[KillStep]:
 
 
 class KillRunner:
+    tag = "chaos"  # what its lines start with
+
     def __init__(self, cluster: ChaosCluster, steps: list[KillStep], t0: float) -> None:
         self.inflight: Callable[[], int] = lambda: 0
         self.none_starting: Callable[[], bool] = lambda: True
@@ -76,18 +78,23 @@ class KillRunner:
                 if self.inflight() or self.none_starting():
                     break
                 await asyncio.sleep(0.1)
-            step.inflight = self.inflight()
-            await asyncio.to_thread(self._execute, step)
-            self.last_kill_at = time.monotonic()
-            status = "ok" if step.error is None else f"ERROR {step.error.splitlines()[0]}"
-            print(
-                f"[chaos] kill {step.index:2d} at {step.at_s:6.1f}s {'+'.join(step.targets):<28} "
-                f"restarted in {step.restart_s or 0:.1f}s, {step.inflight} sessions in flight {status}",
-                flush=True,
-            )
-            async with self.progress:
-                self.done += 1
-                self.progress.notify_all()
+            await self.perform(step)
+
+    async def perform(self, step: KillStep) -> None:
+        """Kill `step`'s targets now and wait for their restarts; print how it went (once
+        done: `_execute` sets the step's time) and count it for `wait_steps`."""
+        step.inflight = self.inflight()
+        await asyncio.to_thread(self._execute, step)
+        self.last_kill_at = time.monotonic()
+        status = "ok" if step.error is None else f"ERROR {step.error.splitlines()[0]}"
+        print(
+            f"[{self.tag}] kill {step.index:2d} at {step.at_s:7.1f}s {'+'.join(step.targets):<28} "
+            f"restarted in {step.restart_s or 0:.1f}s, {step.inflight} sessions in flight {status}",
+            flush=True,
+        )
+        async with self.progress:
+            self.done += 1
+            self.progress.notify_all()
 
     def _execute(self, step: KillStep) -> None:
         after = self.cluster.line_count()

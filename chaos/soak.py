@@ -16,22 +16,18 @@ import time
 from pathlib import Path
 from typing import Any
 
-import asyncpg
 import psutil
 
 from chaos import report
+from chaos.clients import Clients, clients
 from chaos.cluster import ChaosCluster
-from chaos.device import Device
 from chaos.quiesce import wait_quiet
-from chaos.rest import Rest
-from chaos.run import json_codecs, run_checks
+from chaos.run import run_checks
 from chaos.soak_charts import draw
 from chaos.soak_checks import resource_checks
 from chaos.soak_load import PeriodicKills, SoakDriver, release
 from chaos.soak_report import build, show, write
 from chaos.soak_sampler import APPLICATION, Sample, Sampler, cluster_cores
-from chaos.workload import USERS
-from chaos.wsconn import Conn
 
 RESULTS = Path(__file__).resolve().parents[1] / "bench" / "results"
 
@@ -77,34 +73,24 @@ def busy_cores() -> float:
 async def soak(
     cluster: ChaosCluster, args: argparse.Namespace, seed: int, t0: float
 ) -> tuple[dict[str, Any], Any]:
+    """The soak with the users' clients, closed whatever happens."""
+    async with clients(cluster, "soak", server_settings={"application_name": APPLICATION}) as users:
+        return await _soak(cluster, args, seed, t0, users)
+
+
+async def _soak(
+    cluster: ChaosCluster, args: argparse.Namespace, seed: int, t0: float, users: Clients
+) -> tuple[dict[str, Any], Any]:
     load_s, warmup_s = args.minutes * 60, args.warmup_minutes * 60
-    conns = {user: Conn(cluster.ws_url, cluster.tokens[user]) for user in USERS}
-    rests = {user: Rest(cluster.gateway_url, cluster.tokens[user]) for user in USERS}
-    pool = await asyncpg.create_pool(
-        cluster.database_url,
-        min_size=1,
-        max_size=4,
-        init=json_codecs,
-        server_settings={"application_name": APPLICATION},
-    )
-    devices = {
-        user: Device(
-            cluster.ws_url, cluster.tokens[user], cluster.data_dir / "devices" / user, f"{user}-soak"
-        )
-        for user in USERS
-    }
+    conns, pool = users.conns, users.pool
     kills = PeriodicKills(cluster, seed, args.kill_every or load_s + 1, load_s, t0)
     driver = SoakDriver(
-        conns, rests, pool, kills, gateway_url=cluster.gateway_url, tokens=cluster.tokens, t0=t0
+        conns, users.rests, pool, kills, gateway_url=cluster.gateway_url, tokens=cluster.tokens, t0=t0
     )
     sampler = Sampler(
         cluster.launcher.pid, cluster.database_url, cluster.launcher.kafka_bootstrap, args.sample_every, t0
     )
     try:
-        for conn in conns.values():
-            await conn.start()
-        for device in devices.values():
-            device.start()
         sampling = asyncio.create_task(sampler.run())
         killing = asyncio.create_task(kills.run())
         cpu_before, wall_before = busy_cores(), time.monotonic()
@@ -130,7 +116,9 @@ async def soak(
         final = await sampler.final(args.lag_bound)
         outcomes = [driver.outcomes[i] for i in sorted(driver.outcomes)]
         workspaces = cluster.data_dir / "workspaces"
-        checks, exercised = await run_checks(pool, outcomes, conns, cluster.log_lines(), workspaces, devices)
+        checks, exercised = await run_checks(
+            pool, outcomes, conns, cluster.log_lines(), workspaces, users.devices
+        )
         resources = resource_checks(sampler.samples, kills.steps, warmup_s, load_end_s, args.lag_bound, final)
         chaos_result = report.build(
             seed,
@@ -158,13 +146,6 @@ async def soak(
         return result, (sampler.samples, driver.finished, kills.steps, warmup_s)
     finally:
         await driver.close()
-        for device in devices.values():
-            await device.close()
-        for conn in conns.values():
-            await conn.close()
-        for rest in rests.values():
-            await rest.close()
-        await pool.close()
 
 
 def main(argv: list[str] | None = None) -> int:

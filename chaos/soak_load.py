@@ -37,6 +37,8 @@ class Finished:
 class PeriodicKills(KillRunner):
     """One random target every `every_s` from `start_s` until `until_s` (soak time)."""
 
+    tag = "soak"
+
     def __init__(self, cluster: ChaosCluster, seed: int, every_s: float, until_s: float, t0: float) -> None:
         super().__init__(cluster, [], t0)
         self.rng = random.Random(f"soak-kills-{seed}")
@@ -48,18 +50,7 @@ class PeriodicKills(KillRunner):
             await asyncio.sleep(max(0.0, self.t0 + at - time.monotonic()))
             step = KillStep(len(self.steps), self.every_s, [self.rng.choice(TARGETS)])
             self.steps.append(step)
-            step.inflight = self.inflight()
-            await asyncio.to_thread(self._execute, step)
-            self.last_kill_at = time.monotonic()
-            status = "ok" if step.error is None else f"ERROR {step.error.splitlines()[0]}"
-            print(
-                f"[soak] kill {step.index:2d} at {step.at_s:7.1f}s {step.targets[0]:<16} "
-                f"restarted in {step.restart_s or 0:.1f}s, {step.inflight} sessions in flight {status}",
-                flush=True,
-            )
-            async with self.progress:
-                self.done += 1
-                self.progress.notify_all()
+            await self.perform(step)
             # The next kill keeps to the period; one that a slow restart overran comes next.
             at = max(at + self.every_s, time.monotonic() - self.t0)
 

@@ -132,8 +132,8 @@ async def test_12_two_recovery_instances_duplicated_nothing(rcluster: Launcher) 
     """After tests 1-10 ran with two recovery instances: the invariants over the database."""
     from chaos.checks_effects import check_5, check_6
     from chaos.checks_history import check_1, check_2, check_3
+    from chaos.clients import json_codecs
     from chaos.dbstate import load
-    from chaos.run import json_codecs
 
     conn = await asyncpg.connect(rcluster.database_url)
     try:
