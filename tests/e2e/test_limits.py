@@ -20,7 +20,7 @@ from websockets.asyncio.client import connect
 from websockets.exceptions import InvalidStatus
 
 from .conftest import TOKENS, Launch, Launcher
-from .wsclient import Client, Rest, script
+from .wsclient import Client, Rest, call, script
 
 pytestmark = pytest.mark.e2e
 
@@ -190,6 +190,44 @@ async def test_new_turns_are_shed_while_the_backlog_is_over_its_threshold(satura
     while (reply := await bob.request("create_session", data={"content": script({"content": "y"})}))[
         "type"
     ] != "ack":
+        assert reply["data"]["code"] == "overloaded" and time.monotonic() < deadline, reply
+        await asyncio.sleep(0.2)  # polling for the condition
+    assert await bob.wait_phase(reply["data"]["sessionId"]) == "COMPLETED"
+    await alice.close()
+    await bob.close()
+
+
+async def test_delegations_no_worker_has_started_count_in_the_backlog(saturable: Launcher) -> None:
+    """With fan-out a turn starts at once and its children wait for a worker: those count."""
+    alice = await Client.connect(saturable.ws_url, TOKENS["alice"])
+    bob = await Client.connect(saturable.ws_url, TOKENS["bob"])
+    frozen = saturable.signal_all("subagent-worker", signal.SIGSTOP)
+    assert frozen
+    parent = script({"tool_calls": [call("delegate", agent_type="coder", task=script({"content": "child"}))]},
+                    {"content": "parent done"})
+    try:
+        # One turn, BACKLOG children: the turn itself is started (its harness runs it).
+        calls = [call("delegate", agent_type="coder", task=script({"content": f"child {n}"})) for n in range(BACKLOG)]
+        fanned = (await alice.ack(
+            "create_session", data={"content": script({"tool_calls": calls}, {"content": "all done"})}
+        ))["sessionId"]
+        admitted: list[str] = []
+        deadline = time.monotonic() + 20
+        while (reply := await bob.request("create_session", data={"content": parent}))["type"] == "ack":
+            assert time.monotonic() < deadline, "new turns were still admitted over the delegations' backlog"
+            admitted.append(reply["data"]["sessionId"])  # admitted before the sample: it runs too
+            await asyncio.sleep(0.1)  # polling for the condition
+        assert reply["data"]["code"] == "overloaded", reply
+        # Its turn started: the children are what wait.
+        await alice.wait_for(lambda: alice.phases(fanned)[-1:] == ["RUNNING"], 15)
+    finally:
+        saturable.signal_all("subagent-worker", signal.SIGCONT)
+    assert await alice.wait_phase(fanned, timeout=90) == "COMPLETED"
+    for sid in admitted:
+        assert await bob.wait_phase(sid, timeout=90) == "COMPLETED"
+    # Drained: new turns are admitted again.
+    deadline = time.monotonic() + 30
+    while (reply := await bob.request("create_session", data={"content": script({"content": "y"})}))["type"] != "ack":
         assert reply["data"]["code"] == "overloaded" and time.monotonic() < deadline, reply
         await asyncio.sleep(0.2)  # polling for the condition
     assert await bob.wait_phase(reply["data"]["sessionId"]) == "COMPLETED"

@@ -1,12 +1,15 @@
 """Overload shedding (issue 38, ADR 0041): while the cluster is saturated, new turns are
 refused with `overloaded` and a retry hint instead of queueing without bound.
 
-The signal is what the gateway can see cheaply: the backlog of turns accepted and not yet
-started (input queued on a session no harness has started: the `ProcessSession` commands
-not yet claimed), its oldest entry's wait, and how long the gateway waited for a database
-connection to read them. One read over the projections (`ClientReads.turn_backlog`), at
-most every `SAMPLE_EVERY_S` whatever the request rate, shared by every request of the
-instance. `shedding` is the rule, a pure function of a sample and the thresholds.
+The signal is what the gateway can see cheaply: the backlog of work accepted and not yet
+started (turns: input queued on a session no harness has started, the `ProcessSession`
+commands not yet claimed; delegations: children no worker has started, the
+`DelegateToSubagent` commands not yet claimed), its oldest entry's wait, and how long the
+gateway waited for a database connection to read them. Delegations count because with
+fan-out a turn starts at once and its children are where the work waits. One read over
+the projections (`ClientReads.turn_backlog`), at most every `SAMPLE_EVERY_S` whatever the
+request rate, shared by every request of the instance. `shedding` is the rule, a pure
+function of a sample and the thresholds.
 
 Cancel, answers and LOCAL results are never shed: they end or unblock admitted work, so
 admitting them is what drains the backlog.
@@ -31,12 +34,17 @@ MAX_RETRY_AFTER_MS = 30_000
 
 @dataclass(frozen=True)
 class Backlog:
-    """A sample: turns accepted and not yet started, the oldest one's wait, and how long
-    reading them waited for a database connection."""
+    """A sample: turns and delegations accepted and not yet started, the oldest one's wait,
+    and how long reading them waited for a database connection."""
 
-    waiting: int
+    turns: int
     oldest_wait_ms: float
     pool_wait_ms: float = 0.0
+    delegations: int = 0
+
+    @property
+    def waiting(self) -> int:
+        return self.turns + self.delegations
 
 
 @dataclass(frozen=True)

@@ -1,13 +1,16 @@
 """Overload shedding (`overload.py`, ADR 0041): the rule over a sample, the sampler on an
 injected clock, the decisions told to shed (in memory: new turns refused, cancel and a
-message queued behind a running turn admitted), and the backlog read on PostgreSQL."""
+message queued behind a running turn admitted), and the backlog read on PostgreSQL (turns
+and delegations not yet started)."""
 
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
+from datetime import UTC, datetime, timedelta
 from functools import partial
 from pathlib import Path
 from typing import Any
+from uuid import UUID, uuid4
 
 import pytest
 from muster_contracts import events as ev
@@ -142,3 +145,58 @@ async def test_the_backlog_counts_turns_accepted_and_not_started(own_pool: Pool,
         await uow.append(sid, [ev.SessionPhaseChanged(phase="RUNNING")], expected_version=None)
     await commands.send_message(uows, USER, waiting["sessionId"], SendMessageData(content="behind"))
     assert (await overload_queries.backlog(own_pool)).waiting == 1
+
+
+async def child_of(
+    pool: Pool, parent: str, status: str, child_phase: str | None, started: datetime, *,
+    steps: int = 0, leased: bool = False,
+) -> None:  # fmt: skip
+    """A delegation of `parent` (its execution row) to a new child in `child_phase`, whose
+    task is its message 1 and which has recorded `steps` messages since; `leased`: a live
+    worker holds it."""
+    child, task, execution = uuid4(), uuid4(), uuid4()
+    await pool.execute(
+        """INSERT INTO sessions (session_id, user_id, session_type, parent_session_id, root_session_id,
+               agent_type, phase, version, created_at, updated_at, message_count)
+           VALUES ($1, 'alice', 'SUBAGENT', $2, $2, 'coder', $3, 1, $4, $4, $5)""",
+        child, UUID(parent), child_phase, started, 1 + steps)
+    await pool.execute(
+        """INSERT INTO messages (message_id, session_id, seq, role, content, position, created_at)
+           VALUES ($1, $2, 1, 'USER', 'the task', 0, $3)""",
+        task, child, started)
+    await pool.execute(
+        """INSERT INTO executions (execution_id, parent_session_id, parent_tool_call_id, child_session_id,
+               user_id, agent_type, invocation_type, task, round, status, delivery_status,
+               start_message_id, started_at, deadline_at, version)
+           VALUES ($1, $2, $3, $4, 'alice', 'coder', 'DELEGATE', 't', 1, $5, 'PENDING', $6, $7, $7, 1)""",
+        execution, UUID(parent), f"call-{uuid4()}", child, status, task, started)
+    if leased:
+        await pool.execute(
+            "INSERT INTO leases (resource_id, owner, expires_at) VALUES ($1, 'worker', now() + interval '1 hour')",
+            str(execution))
+
+
+async def test_the_backlog_counts_delegations_whose_child_has_not_started(own_pool: Pool, tmp_path: Path) -> None:
+    uows = partial(PostgresUnitOfWork, own_pool)
+    parent = (await commands.create_session(uows, USER, CreateSessionData(title="parent"), tmp_path))["sessionId"]
+    now = datetime.now(UTC)
+    await child_of(own_pool, parent, "RUNNING", "RUNNING", now - timedelta(seconds=60))  # not claimed yet
+    await child_of(own_pool, parent, "RUNNING", "RESUMING", now - timedelta(seconds=30))  # not re-claimed
+    # Claimed: it waits for a slot of its worker or is in its first model call. It counts;
+    # its wait says nothing (a model call may be long).
+    await child_of(own_pool, parent, "RUNNING", "RUNNING", now - timedelta(seconds=90), leased=True)
+    # Not waiting for capacity: under way, waiting for a person, recovering, ended.
+    await child_of(own_pool, parent, "RUNNING", "RUNNING", now - timedelta(seconds=90), steps=1)
+    await child_of(own_pool, parent, "RUNNING", "WAITING_APPROVAL", now - timedelta(seconds=90))
+    await child_of(own_pool, parent, "RECOVERING", "RUNNING", now - timedelta(seconds=90))
+    await child_of(own_pool, parent, "COMPLETED", "COMPLETED", now - timedelta(seconds=90), steps=2)
+    sample = await overload_queries.backlog(own_pool)
+    assert (sample.turns, sample.delegations, sample.waiting) == (0, 3, 3)
+    assert 60_000 <= sample.oldest_wait_ms < 90_000  # the unclaimed one's minute
+    # With a turn waiting too, both count; the oldest wait is still the delegation's.
+    await commands.create_session(uows, "bob", CreateSessionData(content="b"), tmp_path)
+    both = await overload_queries.backlog(own_pool)
+    assert (both.turns, both.delegations) == (1, 3) and 60_000 <= both.oldest_wait_ms < 90_000
+    # Past the backlog threshold in delegations alone: new turns are shed.
+    assert shedding(sample, Thresholds(backlog=3)) is not None
+    assert shedding(sample, Thresholds(backlog=4, backlog_age_ms=120_000)) is None

@@ -184,8 +184,8 @@ class Settings(BaseSettings):
     user_messages_per_minute: int = Field(120, ge=0, validation_alias=_var("MUSTER_USER_MESSAGES_PER_MINUTE"))
 
     # --- overload shedding (ADR 0041): new turns are refused with `overloaded` past any
-    # of these; 0 turns one off. Turns accepted and not yet started, cluster-wide: about
-    # 15 s of work at the local cluster's saturation (~35 turns/s).
+    # of these; 0 turns one off. Turns accepted and not yet started, and delegations whose
+    # child has not started, cluster-wide: about 15 s of work at the local cluster's saturation.
     overload_backlog: int = Field(500, ge=0, validation_alias=_var("MUSTER_OVERLOAD_BACKLOG"))
     # The oldest of them has waited this long: a turn normally starts within tens of ms,
     # and a harness restart's takeover within the lease (10 s) and a reconcile (2 s).
