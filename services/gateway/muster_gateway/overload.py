@@ -21,7 +21,7 @@ import asyncio
 import logging
 import time
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from muster_runtime.process.settings import Settings
 
@@ -85,8 +85,10 @@ Read = Callable[[], Awaitable[Backlog]]
 
 class Shedder:
     """The instance's view of the cluster's load: a sample at most every `every_s`, read
-    once however many requests ask meanwhile. A failed read admits (the decision that
-    follows meets the same failure and reports it)."""
+    once however many requests ask meanwhile, plus the turns this instance admitted since
+    that read began (without them, a burst between two samples would be admitted whole
+    and overshoot the backlog threshold by a sampling period's worth of arrivals). A
+    failed read admits (the decision that follows meets the same failure and reports it)."""
 
     def __init__(
         self, read: Read, limits: Thresholds, *, every_s: float = SAMPLE_EVERY_S,
@@ -99,19 +101,28 @@ class Shedder:
         self._sample: Backlog | None = None
         self._taken = float("-inf")
         self._lock = asyncio.Lock()
+        self._admitted = 0  # turns admitted here since the last read began
 
     async def retry_after_ms(self) -> int | None:
-        """None while new turns are admitted; else `overloaded`'s retry hint."""
+        """None while new turns are admitted (counted as admitted); else `overloaded`'s
+        retry hint."""
         if self.limits.off:
             return None
         sample = await self.sample()
-        return None if sample is None else shedding(sample, self.limits)
+        if sample is None:
+            return None
+        hint = shedding(replace(sample, turns=sample.turns + self._admitted), self.limits)
+        if hint is None:
+            self._admitted += 1
+        return hint
 
     async def sample(self) -> Backlog | None:
         if self._clock() - self._taken < self._every_s:
             return self._sample
         async with self._lock:
             if self._clock() - self._taken >= self._every_s:  # nobody read it meanwhile
+                # Turns admitted from here on may be missing from the read: counted anew.
+                self._admitted = 0
                 try:
                     self._sample = await self._read()
                 except Exception as exc:

@@ -77,6 +77,17 @@ async def test_the_sample_is_read_at_most_once_per_period() -> None:
     assert await shedder.retry_after_ms() is None and read.reads == 3  # a failed read admits
 
 
+async def test_turns_admitted_since_the_sample_count_until_the_next() -> None:
+    now = [0.0]
+    read = Samples(Backlog(97, 50), Backlog(97, 50))
+    shedder = Shedder(read, LIMITS, every_s=0.5, clock=lambda: now[0])
+    # 97 waiting and a threshold of 100: three more are admitted, then the rest shed.
+    assert [await shedder.retry_after_ms() for _ in range(5)] == [None, None, None, 1_000, 1_000]
+    assert read.reads == 1
+    now[0] = 0.5  # a new read sees what is waiting then: the count starts again
+    assert await shedder.retry_after_ms() is None and read.reads == 2
+
+
 async def test_no_sample_is_read_when_shedding_is_off() -> None:
     read = Samples()
     assert await Shedder(read, Thresholds()).retry_after_ms() is None and read.reads == 0
