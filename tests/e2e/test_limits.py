@@ -164,7 +164,7 @@ async def test_new_turns_are_shed_while_the_backlog_is_over_its_threshold(satura
             ])
             for n in range(BACKLOG)
         ]
-        # The gateway samples the backlog twice a second: refused once it has seen it.
+        # The gateway samples the backlog ten times a second: refused once it has seen it.
         deadline = time.monotonic() + 15
         while (reply := await bob.request("create_session", data={"content": script({"content": "x"})}))[
             "type"
