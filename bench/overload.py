@@ -73,19 +73,22 @@ async def back_to_idle(cluster: BenchCluster, idle_pct: float, within_s: float) 
     """5-s windows of the cluster's CPU after the load until one is within max(5, 50 %) of a
     core-percent of the idle rate, or `within_s` passed."""
     limit = idle_pct + max(5.0, idle_pct / 2)
-    started, windows = time.perf_counter(), []
+    started, windows, last = time.perf_counter(), [], {}
     while time.perf_counter() - started < within_s:
         before = snapshot(cluster)
         await asyncio.sleep(5)
         w = window(before, snapshot(cluster))
         windows.append(round(100 * w.total_cpu_s / w.wall_s, 1))
+        # Who still works, when the cluster is slow to come back.
+        last = {name: round(100 * cpu_s / w.wall_s, 1) for name, cpu_s in w.cpu_s.items()}
         if windows[-1] <= limit:
             return {
                 "idle_after_s": round(time.perf_counter() - started, 1),
                 "windows_pct": windows,
                 "limit_pct": limit,
+                "last_window_by_process_pct": last,
             }
-    return {"idle_after_s": None, "windows_pct": windows, "limit_pct": limit}
+    return {"idle_after_s": None, "windows_pct": windows, "limit_pct": limit, "last_window_by_process_pct": last}
 
 
 async def exactly_once(cluster: BenchCluster, turns: list[Turn]) -> dict[str, Any]:
