@@ -30,12 +30,18 @@ class Turn:
     code: str | None = None
     retry_after_ms: int | None = None
     session_id: str | None = None
+    acked_at: float | None = None  # the gateway's answer (ack or refusal) arrived
     done_at: float | None = None
     end_phase: str | None = None  # the session's terminal phase
 
     @property
     def latency_ms(self) -> float | None:
         return None if self.done_at is None else (self.done_at - self.sent_at) * 1000
+
+    @property
+    def answer_ms(self) -> float | None:
+        """From the offer to the gateway's answer: the admission's share of the latency."""
+        return None if self.acked_at is None else (self.acked_at - self.sent_at) * 1000
 
 
 class Socket:
@@ -71,6 +77,7 @@ class Socket:
         try:
             await self.ws.send(json.dumps({"type": "create_session", "id": turn.label, "data": data}))
             reply = await asyncio.wait_for(reply_f, ACK_TIMEOUT_S)
+            turn.acked_at = time.perf_counter()
         except (TimeoutError, websockets.ConnectionClosed) as exc:
             turn.outcome, turn.code = "error", type(exc).__name__
             return

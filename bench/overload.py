@@ -43,13 +43,18 @@ SELECT count(*) FROM (SELECT 1 FROM executions
 
 
 def latency(turns: list[Turn]) -> dict[str, float]:
-    values = [t.latency_ms for t in turns if t.latency_ms is not None and t.end_phase == "COMPLETED"]
+    completed = [t for t in turns if t.latency_ms is not None and t.end_phase == "COMPLETED"]
+    values = [t.latency_ms for t in completed if t.latency_ms is not None]
     if not values:
         return {}
+    answers = [t.answer_ms for t in completed if t.answer_ms is not None]
     return {
         "n": len(values),
         "p50": round(statistics.median(values), 1),
         "p99": round(percentile(values, 99), 1),
+        # The offer to the gateway's ack: what admission (and the driver's own loop) adds.
+        "ack_p50": round(statistics.median(answers), 1),
+        "ack_p99": round(percentile(answers, 99), 1),
     }
 
 

@@ -12,6 +12,11 @@ streaming costs.
   5 ms apart (`streamed`: ten timers instead of one, which a loaded event loop overshoots
   ten times); and the 10 pieces at once after the same 45 ms (`burst`: the model's timing
   of `plain`, so the difference is the cost of publishing and forwarding the pieces).
+  These one-step turns cost about 10 ms of CPU each: the worst case for streaming's share.
+- **The same at C=16 on `make bench`'s workload** (`--fanout-rounds`): the K=4 fan-out turn
+  with every answer (the parent's and each child's) the 40 characters, whole (`plain`) or
+  in 10 pieces given at once (`streamed`), alternating passes: what streaming costs a
+  delegating turn.
 """
 
 from __future__ import annotations
@@ -29,7 +34,7 @@ from aiokafka import AIOKafkaConsumer
 
 from bench.cluster import BenchCluster
 from bench.cpu import snapshot, window
-from bench.workload import TERMINAL, percentile
+from bench.workload import TERMINAL, percentile, workload
 
 ANSWER = "Streaming answers arrive piece by piece.."  # 40 characters
 CHUNK, PIECE_MS = 4, 5
@@ -159,9 +164,10 @@ async def throughput(
     return n / elapsed
 
 
-async def run(n: int, latency_turns: int, rounds: int) -> dict[str, Any]:
+async def run(n: int, latency_turns: int, rounds: int, fanout_rounds: int) -> dict[str, Any]:
     with BenchCluster() as cluster:
         latency = await first_piece_latency(cluster, latency_turns) if latency_turns else {}
+        fanout = await fanout_cost(cluster, 200, 4, fanout_rounds) if fanout_rounds else {}
         await throughput(cluster, 32, 16, plain_script(), "warm")
         arms = {
             "plain": plain_script(),
@@ -184,6 +190,7 @@ async def run(n: int, latency_turns: int, rounds: int) -> dict[str, Any]:
     plain = medians["plain"]
     return {
         "first_piece_to_client_c1": latency,
+        "fanout_c16": fanout,
         "throughput_c16": {
             "turns": n,
             "rounds": rounds,
@@ -212,6 +219,32 @@ async def run(n: int, latency_turns: int, rounds: int) -> dict[str, Any]:
     }
 
 
+async def fanout_cost(cluster: BenchCluster, n: int, k: int, rounds: int) -> dict[str, Any]:
+    """`make bench`'s workload at C=16, every answer whole or streamed, alternating passes."""
+    arms: dict[str, dict[str, Any]] = {
+        "plain": {"content": ANSWER},
+        "streamed": {"content": ANSWER, "stream": {"chunk": CHUNK, "delay_ms": 0}},
+    }
+    await workload(cluster, 32, k, 16, "fanout-warm")
+    runs: dict[str, list[dict[str, Any]]] = {arm: [] for arm in arms}
+    for r in range(rounds):
+        for arm in list(arms)[:: 1 if r % 2 == 0 else -1]:
+            runs[arm].append(await workload(cluster, n, k, 16, f"fanout-{arm}{r}", arms[arm]))
+    tps = {arm: [x["turns_per_s"] for x in per] for arm, per in runs.items()}
+    cpu = {arm: [x["cpu_ms_per_turn_total"] for x in per] for arm, per in runs.items()}
+    return {
+        "turns": n,
+        "k": k,
+        "rounds": rounds,
+        **{f"{arm}_turns_per_s": values for arm, values in tps.items()},
+        **{f"{arm}_cpu_ms_per_turn": values for arm, values in cpu.items()},
+        "throughput_cost_pct": _median_pct(
+            [(p - a) / p for p, a in zip(tps["plain"], tps["streamed"], strict=True)]
+        ),
+        "cpu_cost_pct": _median_pct([(a - p) / p for p, a in zip(cpu["plain"], cpu["streamed"], strict=True)]),
+    }
+
+
 def _median_pct(ratios: list[float]) -> float:
     return round(statistics.median(ratios) * 100, 1)
 
@@ -221,8 +254,11 @@ def main() -> None:
     parser.add_argument("--n", type=int, default=160, help="turns per throughput pass (C=16)")
     parser.add_argument("--latency-turns", type=int, default=60, help="turns measured at C=1")
     parser.add_argument("--rounds", type=int, default=3, help="alternating passes of each kind")
+    parser.add_argument(
+        "--fanout-rounds", type=int, default=3, help="alternating passes of the fan-out workload (0: none)"
+    )
     args = parser.parse_args()
-    print(json.dumps(asyncio.run(run(args.n, args.latency_turns, args.rounds)), indent=2))
+    print(json.dumps(asyncio.run(run(args.n, args.latency_turns, args.rounds, args.fanout_rounds)), indent=2))
 
 
 if __name__ == "__main__":

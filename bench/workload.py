@@ -2,7 +2,8 @@
 
 Each parent turn delegates K `coder` children in one step and answers once they deliver; each
 child makes one write_file call and answers (scripted model, no delays). Latency runs from
-`create_session` to the parent's COMPLETED.
+`create_session` to the parent's COMPLETED. `answer`, when given, replaces every answer's
+step (the parent's and each child's): `bench.streaming` streams them all this way.
 """
 
 from __future__ import annotations
@@ -21,23 +22,26 @@ from bench.cpu import per_turn_ms, snapshot, window
 TERMINAL = ("COMPLETED", "FAILED", "CANCELLED")
 
 
-def child_script(tag: str, i: int) -> str:
+Step = dict[str, Any]
+
+
+def child_script(tag: str, i: int, answer: Step | None = None) -> str:
     step = {"tool_calls": [{"name": "write_file", "arguments": {"path": f"{tag}/c{i}.txt", "content": "x"}}]}
-    return "#script " + json.dumps({"steps": [step, {"content": f"child {i} done"}]})
+    return "#script " + json.dumps({"steps": [step, answer or {"content": f"child {i} done"}]})
 
 
-def parent_script(k: int, tag: str) -> str:
+def parent_script(k: int, tag: str, answer: Step | None = None) -> str:
     calls = [
-        {"name": "delegate", "arguments": {"agent_type": "coder", "task": child_script(tag, i)}}
+        {"name": "delegate", "arguments": {"agent_type": "coder", "task": child_script(tag, i, answer)}}
         for i in range(k)
     ]
-    return "#script " + json.dumps({"steps": [{"tool_calls": calls}, {"content": "parent done"}]})
+    return "#script " + json.dumps({"steps": [{"tool_calls": calls}, answer or {"content": "parent done"}]})
 
 
-async def one_turn(ws: Any, k: int, tag: str) -> float:
+async def one_turn(ws: Any, k: int, tag: str, answer: Step | None = None) -> float:
     started = time.perf_counter()
     await ws.send(
-        json.dumps({"type": "create_session", "id": tag, "data": {"content": parent_script(k, tag)}})
+        json.dumps({"type": "create_session", "id": tag, "data": {"content": parent_script(k, tag, answer)}})
     )
     session_id = None
     async for raw in ws:
@@ -61,7 +65,9 @@ def percentile(values: list[float], pct: int) -> float:
     return statistics.quantiles(values, n=100, method="inclusive")[pct - 1]
 
 
-async def workload(cluster: BenchCluster, n: int, k: int, c: int, label: str) -> dict[str, Any]:
+async def workload(
+    cluster: BenchCluster, n: int, k: int, c: int, label: str, answer: Step | None = None
+) -> dict[str, Any]:
     queue: asyncio.Queue[int] = asyncio.Queue()
     for i in range(n):
         queue.put_nowait(i)
@@ -71,7 +77,7 @@ async def workload(cluster: BenchCluster, n: int, k: int, c: int, label: str) ->
         async with websockets.connect(f"{cluster.ws_url}?token={cluster.token}", max_size=None) as ws:
             while not queue.empty():
                 i = queue.get_nowait()
-                latencies.append(await one_turn(ws, k, f"{label}-{i}"))
+                latencies.append(await one_turn(ws, k, f"{label}-{i}", answer))
 
     before = snapshot(cluster)
     await asyncio.gather(*(client() for _ in range(c)))

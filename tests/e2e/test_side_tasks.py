@@ -4,6 +4,7 @@ and the tree signals on the root's stream agreeing with `GET /v1/sessions`."""
 
 from __future__ import annotations
 
+import asyncio
 from pathlib import Path
 from typing import Any
 
@@ -137,12 +138,17 @@ async def test_tree_signals_follow_a_deep_side_task(cluster, alice: Client, alic
     # then done): start from the settled signal, or the deep task's run could hide in one.
     await alice.wait_for(lambda: tree_signals_now(alice, main)[-1:] == [(False, True)])
     seen = len(tree_signals_now(alice, main))
-    slow = script({"content": "thinking", "delay_ms": 2500})
+    slow = script({"content": "thinking", "delay_ms": 6000})
     ack = await alice.ack("create_side_session", b, {"content": slow})
     deep = str(ack["sessionId"])
+    # The list computes the signals when asked: it says running from the moment the deep
+    # task's turn starts until it ends. Asked until then (the live frame comes through
+    # recovery, which a loaded machine may delay past a short turn).
+    while (await listed_signals(alice_rest, main))[0] is not True:
+        assert "COMPLETED" not in alice.phases(deep), "the list never said the tree was running"
+        await asyncio.sleep(0.05)  # pacing the reads
     await alice.wait_for(lambda: (True, True) in tree_signals_now(alice, main)[seen:]
                          or (True, False) in tree_signals_now(alice, main)[seen:])
-    assert (await listed_signals(alice_rest, main))[0] is True
     assert await alice.wait_phase(deep) == "COMPLETED"
     await alice.wait_for(lambda: tree_signals_now(alice, main)[-1] == (False, True))
     assert await listed_signals(alice_rest, main) == (False, True)

@@ -1,6 +1,6 @@
 """The short soak inside `make test` (`make soak` is the long one, docs/soak.md): the chaos
-workload released at a steady rate for under two minutes on a private cluster, the broker
-then the gateway SIGKILLed (seed 1), the resources sampled every 3 s; then the chaos
+workload released at a steady rate for three minutes on a private cluster, a service or the
+broker SIGKILLed every 45 s (three kills), the resources sampled every 3 s; then the chaos
 invariants over every session and the resource checks (RSS, fds, database connections,
 consumer lag back to 0 after each kill, database growth). The driver runs as
 `python -m chaos.soak`, as `make soak` runs it; its report and charts go to a temporary
@@ -23,12 +23,12 @@ import pytest
 from .conftest import ROOT
 from .test_chaos import stop
 
-pytestmark = [pytest.mark.e2e, pytest.mark.slow, pytest.mark.serial, pytest.mark.timeout(330)]
+pytestmark = [pytest.mark.e2e, pytest.mark.slow, pytest.mark.serial, pytest.mark.timeout(480)]
 
 SEED = int(os.environ.get("SOAK_TEST_SEED", "1"))
-MINUTES = 1.75  # kills at 45 s and 90 s
+MINUTES = 3.0  # the issue's short soak; kills at 45, 90 and 135 s
 KILL_EVERY_S = 45
-RUN_TIMEOUT_S = 300.0  # cluster start + load + quiescence + checks; a run takes ~2.5 min
+RUN_TIMEOUT_S = 450.0  # cluster start + load + quiescence + checks; a run takes ~3.8 min
 TAIL_LINES = 60
 
 
@@ -59,7 +59,7 @@ def test_short_soak_passes_every_check(tmp_path: Path) -> None:
     assert code != 2, f"the soak's cluster did not start\n{context}"
     report = json.loads((out / "report.json").read_text())
     kills = [k for k in report["chaos"]["kills"] if k["error"] is None]
-    assert len(kills) >= 1, context
+    assert len(kills) >= 3, context
     failed = [
         f"{c['number']}. {c['name']}: {c['offending']}"
         for c in report["chaos"]["invariants"] + report["resource_checks"]
