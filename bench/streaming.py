@@ -168,6 +168,8 @@ async def run(n: int, latency_turns: int, rounds: int, fanout_rounds: int) -> di
     with BenchCluster() as cluster:
         latency = await first_piece_latency(cluster, latency_turns) if latency_turns else {}
         fanout = await fanout_cost(cluster, 200, 4, fanout_rounds) if fanout_rounds else {}
+        if not rounds:
+            return {"first_piece_to_client_c1": latency, "fanout_c16": fanout}
         await throughput(cluster, 32, 16, plain_script(), "warm")
         arms = {
             "plain": plain_script(),
