@@ -58,6 +58,19 @@ def latency(turns: list[Turn]) -> dict[str, float]:
     }
 
 
+def by_window(turns: list[Turn], seconds: float = 10.0) -> list[dict[str, Any]]:
+    """Admitted turns' latency by when they were offered, in `seconds` slices of the phase:
+    whether the tail is the phase's start (before shedding engaged) or its steady state."""
+    admitted = [t for t in turns if t.outcome == "admitted"]
+    if not admitted:
+        return []
+    start = min(t.sent_at for t in turns)
+    slices: dict[int, list[Turn]] = {}
+    for t in admitted:
+        slices.setdefault(int((t.sent_at - start) // seconds), []).append(t)
+    return [{"from_s": i * seconds, **latency(slices[i])} for i in sorted(slices)]
+
+
 def counts(turns: list[Turn]) -> dict[str, Any]:
     refused = [t for t in turns if t.outcome == "refused"]
     hints = [t.retry_after_ms for t in refused if t.retry_after_ms is not None]
@@ -71,6 +84,7 @@ def counts(turns: list[Turn]) -> dict[str, Any]:
         },
         "retry_after_ms": {"min": min(hints), "max": max(hints)} if hints else {},
         "latency_ms": latency([t for t in turns if t.outcome == "admitted"]),
+        "latency_by_offer_ms": by_window(turns),
     }
 
 

@@ -86,6 +86,7 @@ def build_app(settings: Settings, *, tokens: Mapping[str, str], kafka: bool = Tr
                 reads.events_after,
                 on_pushed=metrics.events_pushed.inc,
                 poll_interval_s=5.0 if kafka else 0.2,
+                versions=reads.stream_versions,
             )
             stack.push_async_callback(hub.close)
             local = LocalTools(reads, poll_interval_s=5.0 if kafka else 0.2)

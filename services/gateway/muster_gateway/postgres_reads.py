@@ -6,7 +6,7 @@ executions), `file_changes`, `tree_queries` (side tasks, search), `wait_queries`
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 from uuid import UUID
 
@@ -23,6 +23,7 @@ class PostgresReads(ClientReads):
     def __init__(self, pool: Pool) -> None:
         self._pool = pool
         self._fetch = streams.event_fetcher(pool)
+        self._versions = streams.version_reader(pool)
 
     @property
     def pool(self) -> Pool:
@@ -73,6 +74,9 @@ class PostgresReads(ClientReads):
 
     async def events_after(self, session_id: str, after_version: int, limit: int) -> Sequence[EventRow]:
         return await self._fetch(session_id, after_version, limit)
+
+    async def stream_versions(self, stream_ids: list[str]) -> Mapping[str, int]:
+        return await self._versions(stream_ids)
 
     async def outstanding_tool_requests(self, user_id: str) -> list[Any]:
         return list(await self._pool.fetch(wait_queries.OUTSTANDING, user_id))

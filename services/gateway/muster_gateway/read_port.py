@@ -11,7 +11,7 @@ an unknown, malformed, deleted or foreign id is the same `not_found`.
 from __future__ import annotations
 
 import abc
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 from uuid import UUID
 
@@ -72,6 +72,10 @@ class ClientReads(abc.ABC):
     @abc.abstractmethod
     async def events_after(self, session_id: str, after_version: int, limit: int) -> Sequence[EventRow]:
         """The hub's fetch (`fanout.Fetch`): a stream's stored events after a version."""
+
+    @abc.abstractmethod
+    async def stream_versions(self, stream_ids: list[str]) -> Mapping[str, int]:
+        """The hub's poller (`fanout.Versions`): each stream's latest version, if any."""
 
     @abc.abstractmethod
     async def outstanding_tool_requests(self, user_id: str) -> list[Any]:

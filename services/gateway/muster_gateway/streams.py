@@ -3,6 +3,7 @@ and the health probe."""
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
 from datetime import datetime
 from typing import Any
 
@@ -51,6 +52,20 @@ def event_fetcher(pool: Pool) -> Fetch:
         return [EventRow(r[0], r[1], r[2], r[3], r[4], r[5]) for r in rows]
 
     return fetch
+
+
+def version_reader(pool: Pool) -> Callable[[list[str]], Awaitable[dict[str, int]]]:
+    """The latest version of each stream, one index probe each (the hub's poller)."""
+
+    async def versions(stream_ids: list[str]) -> dict[str, int]:
+        rows = await pool.fetch(
+            """SELECT s.id, (SELECT max(e.stream_version) FROM events e WHERE e.stream_id = s.id)
+               FROM unnest($1::text[]) AS s(id)""",
+            stream_ids,
+        )
+        return {r[0]: r[1] for r in rows if r[1] is not None}
+
+    return versions
 
 
 def published_row(value: bytes | None) -> EventRow | None:

@@ -241,3 +241,41 @@ async def test_offers_for_unwatched_streams_are_ignored() -> None:
     hub.offer("nobody", store.append("nobody"))
     await settle()
     assert store.fetches == 0 and not hub.is_watched("nobody")
+
+
+async def test_the_poller_rings_only_sessions_with_events_past_a_cursor() -> None:
+    store, sink = Store(), Sink()
+    asked: list[list[str]] = []
+
+    async def versions(ids: list[str]) -> dict[str, int]:
+        asked.append(list(ids))
+        return {sid: len(store.rows[sid]) for sid in ids if sid in store.rows}
+
+    hub = Hub(store.fetch, versions=versions)
+    for sid in ("done", "behind", "empty"):
+        hub.subscribe(sink, sid, Cursor(0, 0))
+    store.append("done")
+    hub.ring("done")
+    await until(lambda: sink.positions() == [1])
+    fetches = store.fetches
+    store.append("behind")  # its doorbell lost
+    await hub.poll()
+    await until(lambda: sink.positions() == [1, 2])
+    assert sorted(asked[-1]) == ["behind", "done", "empty"]  # one read for all of them
+    assert store.fetches == fetches + 1  # only "behind" was read
+    await hub.close()
+
+
+async def test_the_poller_rings_every_session_when_the_versions_read_fails() -> None:
+    store, sink = Store(), Sink()
+
+    async def versions(ids: list[str]) -> dict[str, int]:
+        raise OSError("database down")
+
+    hub = Hub(store.fetch, versions=versions)
+    hub.subscribe(sink, "s", Cursor(0, 0))
+    await settle()
+    store.append("s")
+    await hub.poll()
+    await until(lambda: sink.positions() == [1])
+    await hub.close()
