@@ -43,7 +43,7 @@ SELECT count(*) FROM (SELECT 1 FROM executions
 
 
 def latency(turns: list[Turn]) -> dict[str, float]:
-    completed = [t for t in turns if t.latency_ms is not None and t.end_phase == "COMPLETED"]
+    completed = [t for t in turns if t.end_phase == "COMPLETED"]
     values = [t.latency_ms for t in completed if t.latency_ms is not None]
     if not values:
         return {}

@@ -106,15 +106,15 @@ def lag(samples: list[Sample], kills: list[KillStep], bound_s: float, final: Sam
         if step.at_s is None:
             continue
         restarted = step.at_s + (step.restart_s or 0.0)
-        window = [s for s in samples if restarted <= s.t <= restarted + bound_s and s.lag is not None]
-        groups = sorted({group for s in window for group in (s.lag or {})})
+        end = restarted + bound_s
+        window = [(s.t, s.lag) for s in samples if restarted <= s.t <= end and s.lag is not None]
         behind = []
-        for group in groups:
-            zero = next((s for s in window if (s.lag or {}).get(group) == 0), None)
-            if zero is None:
-                behind.append(f"{group} {[(s.lag or {}).get(group) for s in window]}")
+        for group in sorted({group for _, lags in window for group in lags}):
+            zero_at = next((t for t, lags in window if lags.get(group) == 0), None)
+            if zero_at is None:
+                behind.append(f"{group} {[lags.get(group) for _, lags in window]}")
             else:
-                recovered.append(zero.t - restarted)
+                recovered.append(zero_at - restarted)
         if not window or behind:
             seen = "; ".join(behind) or "unread"
             check.fail(f"kill {step.index} ({step.targets[0]} at {step.at_s:.0f} s): lag {seen}")

@@ -280,9 +280,9 @@ class Hub:
             self.ring(session_id)
 
     def _lowest_cursor(self, session_id: str) -> int:
-        subs = self._subs.get(session_id)
-        # Unsubscribed meanwhile: nothing to deliver (ring ignores it anyway).
-        return min((cursor.version for cursor in subs.values()), default=0) if subs else 1 << 62
+        """The version the furthest-behind subscriber has (0 once nobody is left, so a
+        session unsubscribed meanwhile is rung, which then ignores it)."""
+        return min((cursor.version for cursor in self._subs.get(session_id, {}).values()), default=0)
 
     async def close(self) -> None:
         pumps = list(self._pumps.values())
