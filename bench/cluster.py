@@ -54,6 +54,7 @@ class BenchCluster:
             MUSTER_OVERLOAD_BACKLOG="0",
             MUSTER_OVERLOAD_BACKLOG_AGE_MS="0",
             MUSTER_OVERLOAD_POOL_WAIT_MS="0",
+            MUSTER_OVERLOAD_RUNNING="0",
             MUSTER_LOG_LEVEL=os.environ.get("MUSTER_LOG_LEVEL", "WARNING"),
             PYTHONUNBUFFERED="1",
         )

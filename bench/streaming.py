@@ -15,8 +15,8 @@ streaming costs.
   These one-step turns cost about 10 ms of CPU each: the worst case for streaming's share.
 - **The same at C=16 on `make bench`'s workload** (`--fanout-rounds`): the K=4 fan-out turn
   with every answer (the parent's and each child's) the 40 characters, whole (`plain`) or
-  in 10 pieces given at once (`streamed`), alternating passes: what streaming costs a
-  delegating turn.
+  in 10 pieces given at once (`streamed`), alternating passes, each on a fresh cluster:
+  what streaming costs a delegating turn.
 """
 
 from __future__ import annotations
@@ -165,9 +165,9 @@ async def throughput(
 
 
 async def run(n: int, latency_turns: int, rounds: int, fanout_rounds: int) -> dict[str, Any]:
+    fanout = await fanout_cost(200, 4, fanout_rounds) if fanout_rounds else {}
     with BenchCluster() as cluster:
         latency = await first_piece_latency(cluster, latency_turns) if latency_turns else {}
-        fanout = await fanout_cost(cluster, 200, 4, fanout_rounds) if fanout_rounds else {}
         if not rounds:
             return {"first_piece_to_client_c1": latency, "fanout_c16": fanout}
         await throughput(cluster, 32, 16, plain_script(), "warm")
@@ -221,23 +221,27 @@ async def run(n: int, latency_turns: int, rounds: int, fanout_rounds: int) -> di
     }
 
 
-async def fanout_cost(cluster: BenchCluster, n: int, k: int, rounds: int) -> dict[str, Any]:
-    """`make bench`'s workload at C=16, every answer whole or streamed, alternating passes."""
+async def fanout_cost(n: int, k: int, rounds: int) -> dict[str, Any]:
+    """`make bench`'s workload at C=16, every answer whole or streamed, alternating passes,
+    each on a fresh cluster as `make bench` runs it: on one cluster the local broker's cost
+    grows with its log (ADR 0026), so whichever arm ran second in a round paid for it."""
     arms: dict[str, dict[str, Any]] = {
         "plain": {"content": ANSWER},
         "streamed": {"content": ANSWER, "stream": {"chunk": CHUNK, "delay_ms": 0}},
     }
-    await workload(cluster, 32, k, 16, "fanout-warm")
     runs: dict[str, list[dict[str, Any]]] = {arm: [] for arm in arms}
     for r in range(rounds):
         for arm in list(arms)[:: 1 if r % 2 == 0 else -1]:
-            runs[arm].append(await workload(cluster, n, k, 16, f"fanout-{arm}{r}", arms[arm]))
+            with BenchCluster() as cluster:
+                await workload(cluster, 32, k, 16, f"fanout-warm-{arm}{r}", arms[arm])
+                runs[arm].append(await workload(cluster, n, k, 16, f"fanout-{arm}{r}", arms[arm]))
     tps = {arm: [x["turns_per_s"] for x in per] for arm, per in runs.items()}
     cpu = {arm: [x["cpu_ms_per_turn_total"] for x in per] for arm, per in runs.items()}
     return {
         "turns": n,
         "k": k,
         "rounds": rounds,
+        "fresh_cluster_per_pass": True,
         **{f"{arm}_turns_per_s": values for arm, values in tps.items()},
         **{f"{arm}_cpu_ms_per_turn": values for arm, values in cpu.items()},
         "throughput_cost_pct": _median_pct(

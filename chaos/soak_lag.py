@@ -7,13 +7,28 @@ broker answers OffsetFetch as a group's consumer asks it (`committed`), not as t
 client does, and lists no groups, hence one idle consumer per group that never subscribes
 (so it never joins the group). The broker keeps records and offsets in memory (ADR 0026):
 after it is killed every group starts over, which reads as no committed offset, no lag.
+
+A reading keeps the offsets as well as their differences: under steady load a group that
+processes at once still reads a few records of lag in most samples, and recovery's backstop
+consumer, which polls every 250 ms instead of being rung (ADRs 0011, 0024), seldom reads 0.
+Whether a group caught up after a restart is told by its committed offsets passing the
+log's end as it stood then (`soak_checks.lag`).
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from aiokafka import AIOKafkaConsumer, TopicPartition
 
 GROUPS = ("harness", "subagent-worker", "recovery")
+
+
+@dataclass(frozen=True)
+class LagReading:
+    lags: dict[str, int]  # group -> records not yet committed, over every partition
+    ends: dict[str, int]  # "topic:partition" -> the log's end offset
+    committed: dict[str, dict[str, int]]  # group -> "topic:partition" -> committed offset
 
 
 class LagReader:
@@ -46,9 +61,9 @@ class LagReader:
             self.plain = plain
         return self.plain
 
-    async def lag(self) -> dict[str, int]:
-        """Records not yet committed, per group; raises when the broker does not answer (the
-        reader reconnects on the next call)."""
+    async def lag(self) -> LagReading:
+        """Records not yet committed, per group, with the offsets they come from; raises when
+        the broker does not answer (the reader reconnects on the next call)."""
         try:
             plain = await self._open()
             topics = await plain.topics()
@@ -59,14 +74,16 @@ class LagReader:
             ]
             ends: dict[TopicPartition, int] = await plain.end_offsets(partitions) if partitions else {}
             lags: dict[str, int] = {}
+            offsets: dict[str, dict[str, int]] = {}
             for group, consumer in self.groups.items():
-                total = 0
+                total, offsets[group] = 0, {}
                 for tp in partitions:
                     committed = await consumer.committed(tp)
                     if committed is not None and committed >= 0:
                         total += max(0, ends.get(tp, committed) - committed)
+                        offsets[group][_key(tp)] = committed
                 lags[group] = total
-            return lags
+            return LagReading(lags, {_key(tp): end for tp, end in ends.items()}, offsets)
         except Exception:
             await self.close()
             raise
@@ -83,3 +100,7 @@ async def _stop(consumers: list[AIOKafkaConsumer]) -> None:
             await consumer.stop()
         except Exception:
             pass
+
+
+def _key(tp: TopicPartition) -> str:
+    return f"{tp.topic}:{tp.partition}"

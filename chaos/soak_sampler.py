@@ -45,6 +45,9 @@ class Sample:
     db_size_bytes: int | None = None
     events: int | None = None
     lag: dict[str, int] | None = None  # None: the broker did not answer (killed, say)
+    # The offsets behind `lag` (S4 reads them; the report leaves them out: they are many).
+    ends: dict[str, int] | None = None
+    committed: dict[str, dict[str, int]] | None = None
 
     @property
     def lag_total(self) -> int | None:
@@ -52,7 +55,8 @@ class Sample:
 
     def as_dict(self) -> dict[str, Any]:
         fields = asdict(self)
-        del fields["cpu_s"]
+        for kept_out in ("cpu_s", "ends", "committed"):
+            del fields[kept_out]
         return {**fields, "lag_total": self.lag_total}
 
 
@@ -115,7 +119,8 @@ class Sampler:
             assert row is not None
             s.db_connections, s.db_size_bytes, s.events = int(row[0]), int(row[1]), int(row[2])
         try:
-            s.lag = await asyncio.wait_for(self.lags.lag(), 10)
+            reading = await asyncio.wait_for(self.lags.lag(), 10)
+            s.lag, s.ends, s.committed = reading.lags, reading.ends, reading.committed
         except Exception as exc:
             self._count(f"lag: {type(exc).__name__}")
         return s

@@ -4,7 +4,8 @@ with `rate_limited`, running trees over the quota refused with `quota_exceeded`;
 always admitted, nothing already started affected, and another user's turn completes
 while the first one is refused. And overload shedding, on another one: with the harness
 frozen, turns pile up unstarted until new ones are refused with `overloaded`; cancel is
-admitted, and once the harness runs again every admitted turn completes once."""
+admitted, and once the harness runs again every admitted turn completes once; with the bound
+on turns in flight, turns that run (slowly) are enough to shed new ones until they end."""
 
 from __future__ import annotations
 
@@ -226,6 +227,49 @@ async def test_delegations_no_worker_has_started_count_in_the_backlog(saturable:
     for sid in admitted:
         assert await bob.wait_phase(sid, timeout=90) == "COMPLETED"
     # Drained: new turns are admitted again.
+    deadline = time.monotonic() + 30
+    while (reply := await bob.request("create_session", data={"content": script({"content": "y"})}))["type"] != "ack":
+        assert reply["data"]["code"] == "overloaded" and time.monotonic() < deadline, reply
+        await asyncio.sleep(0.2)  # polling for the condition
+    assert await bob.wait_phase(reply["data"]["sessionId"]) == "COMPLETED"
+    await alice.close()
+    await bob.close()
+
+
+IN_FLIGHT = 4
+
+
+@pytest.fixture(scope="module")
+def bounded(launch: Launch) -> Iterator[Launcher]:
+    """Only the bound on turns in flight: the backlog's thresholds stay off."""
+    cluster = launch(MUSTER_OVERLOAD_RUNNING=str(IN_FLIGHT))
+    yield cluster
+    cluster.stop()
+
+
+async def test_turns_under_way_count_against_the_bound_on_turns_in_flight(bounded: Launcher) -> None:
+    """Nothing waits to start: the turns run (each in a 6-s model call), and as many as the
+    bound are enough to shed new ones, which are admitted again once they end."""
+    alice = await Client.connect(bounded.ws_url, TOKENS["alice"])
+    bob = await Client.connect(bounded.ws_url, TOKENS["bob"])
+    slow = script({"content": "slow", "delay_ms": 6000})
+    running: list[str] = []
+    deadline = time.monotonic() + 20
+    while (reply := await alice.request("create_session", data={"content": slow}))["type"] == "ack":
+        assert time.monotonic() < deadline, "new turns were still admitted past the bound"
+        running.append(reply["data"]["sessionId"])
+        await alice.wait_for(lambda sid=running[-1]: alice.phases(sid)[-1:] == ["RUNNING"], 15)
+    assert reply["data"]["code"] == "overloaded" and reply["data"]["retryAfterMs"] >= 1000, reply
+    # Each had started: turns under way are what count. (One fewer only if a sample read
+    # while a turn was being admitted saw it started and counted it admitted too.)
+    assert IN_FLIGHT - 1 <= len(running) <= IN_FLIGHT, running
+    # Another user is refused alike while they run; the ones admitted are untouched.
+    assert (await bob.request("create_session", data={"content": script({"content": "x"})}))["data"][
+        "code"
+    ] == "overloaded"
+    for sid in running:
+        assert await alice.wait_phase(sid, timeout=60) == "COMPLETED"
+        assert alice.phases(sid).count("COMPLETED") == 1
     deadline = time.monotonic() + 30
     while (reply := await bob.request("create_session", data={"content": script({"content": "y"})}))["type"] != "ack":
         assert reply["data"]["code"] == "overloaded" and time.monotonic() < deadline, reply

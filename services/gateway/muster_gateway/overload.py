@@ -4,9 +4,11 @@ refused with `overloaded` and a retry hint instead of queueing without bound.
 The signal is what the gateway can see cheaply: the backlog of work accepted and not yet
 started (turns: input queued on a session no harness has started, the `ProcessSession`
 commands not yet claimed; delegations: children no worker has started, the
-`DelegateToSubagent` commands not yet claimed), its oldest entry's wait, and how long the
-gateway waited for a database connection to read them. Delegations count because with
-fan-out a turn starts at once and its children are where the work waits. One read over
+`DelegateToSubagent` commands not yet claimed), its oldest entry's wait, the turns under
+way, and how long the gateway waited for a database connection to read them. Delegations
+count because with fan-out a turn starts at once and its children are where the work
+waits; turns under way count because a bound on the work in flight is a bound on an
+admitted turn's latency (Little's law), which a backlog that empties in bursts is not. One read over
 the projections (`ClientReads.turn_backlog`), at most every `SAMPLE_EVERY_S` whatever the
 request rate, shared by every request of the instance. `shedding` is the rule, a pure
 function of a sample and the thresholds.
@@ -43,6 +45,7 @@ class Backlog:
     oldest_wait_ms: float
     pool_wait_ms: float = 0.0
     delegations: int = 0
+    running: int = 0  # turns under way (not subagents): running or waiting for children
 
     @property
     def waiting(self) -> int:
@@ -56,16 +59,20 @@ class Thresholds:
     backlog: int = 0
     backlog_age_ms: int = 0
     pool_wait_ms: int = 0
+    running: int = 0  # turns under way plus turns not yet started
 
     @classmethod
     def of(cls, settings: Settings) -> Thresholds:
         return cls(
-            settings.overload_backlog, settings.overload_backlog_age_ms, settings.overload_pool_wait_ms
+            settings.overload_backlog,
+            settings.overload_backlog_age_ms,
+            settings.overload_pool_wait_ms,
+            settings.overload_running,
         )
 
     @property
     def off(self) -> bool:
-        return not (self.backlog or self.backlog_age_ms or self.pool_wait_ms)
+        return not (self.backlog or self.backlog_age_ms or self.pool_wait_ms or self.running)
 
 
 def shedding(sample: Backlog, limits: Thresholds) -> int | None:
@@ -76,6 +83,7 @@ def shedding(sample: Backlog, limits: Thresholds) -> int | None:
         (limits.backlog > 0 and sample.waiting >= limits.backlog)
         or (limits.backlog_age_ms > 0 and old)
         or (limits.pool_wait_ms > 0 and sample.pool_wait_ms >= limits.pool_wait_ms)
+        or (limits.running > 0 and sample.running + sample.turns >= limits.running)
     )
     if not over:
         return None

@@ -1,7 +1,7 @@
 """The overload signal on PostgreSQL (`overload.py`), cluster-wide: turns accepted and not
-yet started, by the partial index of queued input (`session_inputs_queued`), and
-delegations whose child has not started, by the partial index of open executions
-(`executions_open`)."""
+yet started, by the partial index of queued input (`session_inputs_queued`), delegations
+whose child has not started, by the partial index of open executions (`executions_open`),
+and turns under way, by the partial index of running sessions (`sessions_phase`)."""
 
 from __future__ import annotations
 
@@ -38,11 +38,14 @@ WITH turns AS (
     LEFT JOIN leases l ON l.resource_id = x.execution_id::text AND l.expires_at > clock_timestamp()
     WHERE x.status = 'RUNNING' AND NOT c.deleted AND c.phase = ANY($2::text[])
       AND c.message_count <= m.seq
+), running AS (
+    SELECT count(*) AS n FROM sessions s
+    WHERE s.phase = ANY($2::text[]) AND s.session_type <> 'SUBAGENT' AND NOT s.deleted
 )
-SELECT t.n::bigint AS turns, d.n::bigint AS delegations,
+SELECT t.n::bigint AS turns, d.n::bigint AS delegations, r.n::bigint AS running,
        coalesce(extract(epoch FROM clock_timestamp() - least(t.since, d.since)) * 1000, 0)::float8
            AS oldest_wait_ms
-FROM turns t, delegations d
+FROM turns t, delegations d, running r
 """
 
 
@@ -55,5 +58,9 @@ async def backlog(pool: Pool) -> Backlog:
         )
     assert row is not None  # aggregates without GROUP BY yield one row
     return Backlog(
-        int(row["turns"]), float(row["oldest_wait_ms"]), pool_wait_ms, delegations=int(row["delegations"])
+        int(row["turns"]),
+        float(row["oldest_wait_ms"]),
+        pool_wait_ms,
+        delegations=int(row["delegations"]),
+        running=int(row["running"]),
     )

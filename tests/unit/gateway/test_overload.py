@@ -1,7 +1,7 @@
 """Overload shedding (`overload.py`, ADR 0041): the rule over a sample, the sampler on an
 injected clock, the decisions told to shed (in memory: new turns refused, cancel and a
 message queued behind a running turn admitted), and the backlog read on PostgreSQL (turns
-and delegations not yet started)."""
+and delegations not yet started, turns under way)."""
 
 from __future__ import annotations
 
@@ -14,6 +14,7 @@ from uuid import UUID, uuid4
 
 import pytest
 from muster_contracts import events as ev
+from muster_contracts.session_events import SessionDeleted
 from muster_gateway import commands, overload_queries, side_sessions
 from muster_gateway.errors import GatewayError
 from muster_gateway.limits import Admission, TurnAdmission, UserLimits
@@ -43,10 +44,22 @@ def test_new_turns_are_shed_past_any_threshold_with_a_bounded_hint() -> None:
     assert shedding(Backlog(10**6, 10**7, 10**5), Thresholds()) is None  # all off
 
 
+def test_turns_under_way_and_not_yet_started_count_against_the_running_bound() -> None:
+    bound = Thresholds(running=24)
+    assert shedding(Backlog(0, 0, 0, running=23), bound) is None
+    assert shedding(Backlog(0, 0, 0, running=24), bound) == 1_000
+    assert shedding(Backlog(4, 300, 0, running=20), bound) == 1_000  # 20 under way, 4 to start
+    # Delegations are the turns' own children: the bound counts turns, not their fan-out.
+    assert shedding(Backlog(0, 0, 0, delegations=90, running=10), bound) is None
+    assert shedding(Backlog(0, 0, 0, running=10**6), Thresholds()) is None  # off
+
+
 def test_the_thresholds_come_from_the_settings() -> None:
-    assert Thresholds.of(Settings.from_environ({})) == Thresholds(500, 20_000, 1_000)
+    assert Thresholds.of(Settings.from_environ({})) == Thresholds(500, 20_000, 1_000, 0)
+    assert Thresholds.of(Settings.from_environ({"MUSTER_OVERLOAD_RUNNING": "24"})).running == 24
     off = {"MUSTER_OVERLOAD_BACKLOG": "0", "MUSTER_OVERLOAD_BACKLOG_AGE_MS": "0", "MUSTER_OVERLOAD_POOL_WAIT_MS": "0"}
     assert Thresholds.of(Settings.from_environ(off)).off
+    assert not Thresholds.of(Settings.from_environ(off | {"MUSTER_OVERLOAD_RUNNING": "24"})).off
 
 
 # -- the sampler ------------------------------------------------------------------------------
@@ -156,6 +169,25 @@ async def test_the_backlog_counts_turns_accepted_and_not_started(own_pool: Pool,
         await uow.append(sid, [ev.SessionPhaseChanged(phase="RUNNING")], expected_version=None)
     await commands.send_message(uows, USER, waiting["sessionId"], SendMessageData(content="behind"))
     assert (await overload_queries.backlog(own_pool)).waiting == 1
+
+
+async def test_the_backlog_counts_turns_under_way_but_not_subagents(own_pool: Pool, tmp_path: Path) -> None:
+    uows = partial(PostgresUnitOfWork, own_pool)
+    phases = ["RUNNING", "RESUMING", "WAITING_APPROVAL", "COMPLETED", "RUNNING"]
+    sessions = [
+        (await commands.create_session(uows, USER, CreateSessionData(title=f"s{i}"), tmp_path))["sessionId"]
+        for i in range(len(phases))
+    ]
+    async with uows() as uow:
+        for sid, phase in zip(sessions, phases, strict=True):
+            await uow.append(sid, [ev.SessionPhaseChanged(phase=phase)], expected_version=None)  # type: ignore[arg-type]
+        await uow.append(sessions[-1], [SessionDeleted()], expected_version=None)  # not load
+    # A child that runs is its parent's work (the delegations count children not started).
+    await child_of(own_pool, sessions[0], "RUNNING", "RUNNING", datetime.now(UTC), steps=1)
+    sample = await overload_queries.backlog(own_pool)
+    assert (sample.running, sample.turns, sample.delegations) == (2, 0, 0)
+    assert shedding(sample, Thresholds(running=2)) == 1_000
+    assert shedding(sample, Thresholds(running=3)) is None
 
 
 async def child_of(

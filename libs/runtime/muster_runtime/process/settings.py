@@ -194,6 +194,12 @@ class Settings(BaseSettings):
     )
     # The gateway waited this long for a database connection to read the backlog.
     overload_pool_wait_ms: int = Field(1_000, ge=0, validation_alias=_var("MUSTER_OVERLOAD_POOL_WAIT_MS"))
+    # Turns under way cluster-wide (running or waiting for their children, side tasks
+    # included) plus those accepted and not yet started: a bound on work in flight, hence on
+    # an admitted turn's latency (Little's law). Off by default: what a cluster holds at
+    # saturation depends on its models (a real model's turn mostly waits on the model), so
+    # a deployment that wants the bound sets it near its own saturation's concurrency.
+    overload_running: int = Field(0, ge=0, validation_alias=_var("MUSTER_OVERLOAD_RUNNING"))
 
     # --- tracing: on only when an OTLP endpoint is configured (the standard OTEL_*
     # variables; the exporter reads the rest of them itself): off, no tracer exists (ADR 0017).
