@@ -52,6 +52,7 @@ lint: install
 bench: install
 	$(VENV)/bin/python -m bench.fanout
 	$(VENV)/bin/python -m bench.commands
+	$(VENV)/bin/python -m bench.streaming --rounds 0  # the first piece at C=1, the cost at C=16
 
 # The history table of bench/results/*.json (one file per measured run) into bench/results/README.md.
 bench-table: install
