@@ -8,10 +8,10 @@ commands not yet claimed; delegations: children no worker has started, the
 way, and how long the gateway waited for a database connection to read them. Delegations
 count because with fan-out a turn starts at once and its children are where the work
 waits; turns under way count because a bound on the work in flight is a bound on an
-admitted turn's latency (Little's law), which a backlog that empties in bursts is not. One read over
-the projections (`ClientReads.turn_backlog`), at most every `SAMPLE_EVERY_S` whatever the
-request rate, shared by every request of the instance. `shedding` is the rule, a pure
-function of a sample and the thresholds.
+admitted turn's latency (Little's law), which a backlog that empties in bursts is not. One
+read over the projections (`ClientReads.turn_backlog`), at most every `SAMPLE_EVERY_S`
+whatever the request rate, shared by every request of the instance. `shedding` is the
+rule, a pure function of a sample and the thresholds.
 
 Cancel, answers and LOCAL results are never shed: they end or unblock admitted work, so
 admitting them is what drains the backlog.

@@ -92,7 +92,8 @@ class ClientReads(abc.ABC):
 
     @abc.abstractmethod
     async def turn_backlog(self) -> Backlog:
-        """The overload signal: turns accepted and not yet started, cluster-wide."""
+        """The overload signal, cluster-wide: turns and delegations accepted and not yet
+        started, and turns under way."""
 
     @abc.abstractmethod
     async def healthy(self) -> bool: ...
