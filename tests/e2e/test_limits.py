@@ -143,6 +143,18 @@ async def test_messages_over_the_rate_are_refused_with_retry_after(limited: Laun
         await dave.close()
 
 
+async def admitted_again(client: Client) -> None:
+    """Once the load is gone, a new turn is admitted (after `overloaded` refusals while the
+    gateway's sample still shows it) and completes."""
+    deadline = time.monotonic() + 30
+    while (reply := await client.request("create_session", data={"content": script({"content": "y"})}))[
+        "type"
+    ] != "ack":
+        assert reply["data"]["code"] == "overloaded" and time.monotonic() < deadline, reply
+        await asyncio.sleep(0.2)  # polling for the condition
+    assert await client.wait_phase(reply["data"]["sessionId"]) == "COMPLETED"
+
+
 BACKLOG = 3
 
 
@@ -186,14 +198,7 @@ async def test_new_turns_are_shed_while_the_backlog_is_over_its_threshold(satura
         assert await client.wait_phase(sid, timeout=90) == "COMPLETED"
         assert client.phases(sid).count("COMPLETED") == 1
     assert "RUNNING" not in alice.phases(cancelled)
-    # Drained: new turns are admitted again.
-    deadline = time.monotonic() + 30
-    while (reply := await bob.request("create_session", data={"content": script({"content": "y"})}))[
-        "type"
-    ] != "ack":
-        assert reply["data"]["code"] == "overloaded" and time.monotonic() < deadline, reply
-        await asyncio.sleep(0.2)  # polling for the condition
-    assert await bob.wait_phase(reply["data"]["sessionId"]) == "COMPLETED"
+    await admitted_again(bob)  # drained
     await alice.close()
     await bob.close()
 
@@ -226,12 +231,7 @@ async def test_delegations_no_worker_has_started_count_in_the_backlog(saturable:
     assert await alice.wait_phase(fanned, timeout=90) == "COMPLETED"
     for sid in admitted:
         assert await bob.wait_phase(sid, timeout=90) == "COMPLETED"
-    # Drained: new turns are admitted again.
-    deadline = time.monotonic() + 30
-    while (reply := await bob.request("create_session", data={"content": script({"content": "y"})}))["type"] != "ack":
-        assert reply["data"]["code"] == "overloaded" and time.monotonic() < deadline, reply
-        await asyncio.sleep(0.2)  # polling for the condition
-    assert await bob.wait_phase(reply["data"]["sessionId"]) == "COMPLETED"
+    await admitted_again(bob)  # drained
     await alice.close()
     await bob.close()
 
@@ -270,10 +270,6 @@ async def test_turns_under_way_count_against_the_bound_on_turns_in_flight(bounde
     for sid in running:
         assert await alice.wait_phase(sid, timeout=60) == "COMPLETED"
         assert alice.phases(sid).count("COMPLETED") == 1
-    deadline = time.monotonic() + 30
-    while (reply := await bob.request("create_session", data={"content": script({"content": "y"})}))["type"] != "ack":
-        assert reply["data"]["code"] == "overloaded" and time.monotonic() < deadline, reply
-        await asyncio.sleep(0.2)  # polling for the condition
-    assert await bob.wait_phase(reply["data"]["sessionId"]) == "COMPLETED"
+    await admitted_again(bob)  # drained
     await alice.close()
     await bob.close()
