@@ -173,14 +173,14 @@ async def test_the_backlog_counts_turns_accepted_and_not_started(own_pool: Pool,
 
 async def test_the_backlog_counts_turns_under_way_but_not_subagents(own_pool: Pool, tmp_path: Path) -> None:
     uows = partial(PostgresUnitOfWork, own_pool)
-    phases = ["RUNNING", "RESUMING", "WAITING_APPROVAL", "COMPLETED", "RUNNING"]
+    phases: list[ev.Phase] = ["RUNNING", "RESUMING", "WAITING_APPROVAL", "COMPLETED", "RUNNING"]
     sessions = [
         (await commands.create_session(uows, USER, CreateSessionData(title=f"s{i}"), tmp_path))["sessionId"]
         for i in range(len(phases))
     ]
     async with uows() as uow:
         for sid, phase in zip(sessions, phases, strict=True):
-            await uow.append(sid, [ev.SessionPhaseChanged(phase=phase)], expected_version=None)  # type: ignore[arg-type]
+            await uow.append(sid, [ev.SessionPhaseChanged(phase=phase)], expected_version=None)
         await uow.append(sessions[-1], [SessionDeleted()], expected_version=None)  # not load
     # A child that runs is its parent's work (the delegations count children not started).
     await child_of(own_pool, sessions[0], "RUNNING", "RUNNING", datetime.now(UTC), steps=1)
