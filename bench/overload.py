@@ -151,6 +151,11 @@ def thresholds(args: argparse.Namespace) -> dict[str, str]:
         # models); the bench sets it, as a deployment would, above what its own saturation
         # run holds: C turns in flight, and half as many again.
         "MUSTER_OVERLOAD_RUNNING": str(args.running if args.running is not None else args.c + args.c // 2),
+        "MUSTER_OVERLOAD_EVENTS_LAG_MS": str(
+            args.events_lag_ms
+            if args.events_lag_ms is not None
+            else fields["overload_events_lag_ms"].default
+        ),
     }
 
 
@@ -243,6 +248,10 @@ def cli() -> argparse.Namespace:
     parser.add_argument(
         "--running", type=int, default=None, help="MUSTER_OVERLOAD_RUNNING (default: 1.5 x --c; 0: off)"
     )
+    parser.add_argument(
+        "--events-lag-ms", type=int, default=None,
+        help="MUSTER_OVERLOAD_EVENTS_LAG_MS (default: the gateway's)",
+    )  # fmt: skip
     parser.add_argument("--out", type=Path, default=ROOT / "bench-results")
     return parser.parse_args()
 

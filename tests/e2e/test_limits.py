@@ -5,11 +5,13 @@ always admitted, nothing already started affected, and another user's turn compl
 while the first one is refused. And overload shedding, on another one: with the harness
 frozen, turns pile up unstarted until new ones are refused with `overloaded`; cancel is
 admitted, and once the harness runs again every admitted turn completes once; with the bound
-on turns in flight, turns that run (slowly) are enough to shed new ones until they end."""
+on turns in flight, turns that run (slowly) are enough to shed new ones until they end; with
+the live events' lag, a gateway reading them late sheds new turns until it reads live again."""
 
 from __future__ import annotations
 
 import asyncio
+import os
 import signal
 import time
 from collections.abc import Iterator
@@ -271,5 +273,57 @@ async def test_turns_under_way_count_against_the_bound_on_turns_in_flight(bounde
         assert await alice.wait_phase(sid, timeout=60) == "COMPLETED"
         assert alice.phases(sid).count("COMPLETED") == 1
     await admitted_again(bob)  # drained
+    await alice.close()
+    await bob.close()
+
+
+EVENTS_LAG_MS = 1_000
+FROZEN_S = 3.0
+
+
+@pytest.fixture(scope="module")
+def watched_lag(launch: Launch) -> Iterator[Launcher]:
+    """Only the live consumer's lag sheds: the backlog's thresholds and the message rate are
+    off (the turns admitted while the test polls wait behind the frozen harness)."""
+    cluster = launch(
+        MUSTER_OVERLOAD_EVENTS_LAG_MS=str(EVENTS_LAG_MS),
+        MUSTER_OVERLOAD_BACKLOG="0",
+        MUSTER_OVERLOAD_BACKLOG_AGE_MS="0",
+        MUSTER_USER_MESSAGES_PER_MINUTE="0",
+    )
+    yield cluster
+    cluster.stop()
+
+
+async def test_new_turns_are_shed_while_the_gateways_live_events_lag(watched_lag: Launcher) -> None:
+    """With the broker frozen, a new turn's records wait in the gateway's producer, stamped
+    when they were sent; once the broker runs again (the harness still frozen, so nothing
+    newer follows them) the gateway reads them seconds late: new turns are shed with that
+    lag as the hint until it reads live again. The turn itself completes once."""
+    alice = await Client.connect(watched_lag.ws_url, TOKENS["alice"])
+    bob = await Client.connect(watched_lag.ws_url, TOKENS["bob"])
+    broker = watched_lag.service_pid("broker")
+    assert watched_lag.signal_all("harness", signal.SIGSTOP)
+    try:
+        os.kill(broker, signal.SIGSTOP)
+        try:
+            late = (await alice.ack("create_session", data={"content": script({"content": "late"})}))["sessionId"]
+            await asyncio.sleep(FROZEN_S)  # the records' age when the broker answers again
+        finally:
+            os.kill(broker, signal.SIGCONT)
+        deadline = time.monotonic() + 30
+        while (reply := await bob.request("create_session", data={"content": script({"content": "x"})}))[
+            "type"
+        ] == "ack":
+            assert time.monotonic() < deadline, "new turns were still admitted while the live events lagged"
+            await asyncio.sleep(0.05)  # polling for the condition
+        shed = dict(reply["data"])
+        assert shed["code"] == "overloaded" and shed["retryAfterMs"] >= EVENTS_LAG_MS, shed
+        assert (await alice.request("ping"))["type"] == "pong"
+    finally:
+        watched_lag.signal_all("harness", signal.SIGCONT)
+    assert await alice.wait_phase(late, timeout=60) == "COMPLETED"
+    assert alice.phases(late).count("COMPLETED") == 1
+    await admitted_again(bob)  # caught up
     await alice.close()
     await bob.close()

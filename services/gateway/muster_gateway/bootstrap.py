@@ -33,6 +33,7 @@ from muster_gateway.context import Gateway
 from muster_gateway.fanout import Hub
 from muster_gateway.limits import Admission, UserLimits
 from muster_gateway.live_events import build_broker
+from muster_gateway.live_lag import LiveLag
 from muster_gateway.local_tools import LocalTools
 from muster_gateway.metrics import Metrics
 from muster_gateway.overload import Shedder, Thresholds
@@ -97,6 +98,7 @@ def build_app(settings: Settings, *, tokens: Mapping[str, str], kafka: bool = Tr
                 task = asyncio.create_task(_supervise(name, run), name=name)
                 stack.push_async_callback(_cancel, task)
 
+            live_lag = LiveLag() if kafka else None
             if kafka:
                 producer = await start_producer(settings)
                 stack.push_async_callback(producer.stop)
@@ -110,7 +112,7 @@ def build_app(settings: Settings, *, tokens: Mapping[str, str], kafka: bool = Tr
                 background("outbox-dispatch", dispatcher.run)
                 relay = OutboxRelay(pool, settings.database_url, publisher(producer, ringer))
                 background("outbox-relay", relay.run)
-                broker = build_broker(settings, hub, local)
+                broker = build_broker(settings, hub, local, live_lag)
                 await broker.start()
                 stack.push_async_callback(broker.stop)
             background("fanout-poller", hub.run_poller)
@@ -118,7 +120,11 @@ def build_app(settings: Settings, *, tokens: Mapping[str, str], kafka: bool = Tr
             uows = partial(PostgresUnitOfWork, pool)
             mcp = McpTools.from_settings(settings)
             stack.push_async_callback(mcp.close)
-            shedder = Shedder(reads.turn_backlog, Thresholds.of(settings))
+            shedder = Shedder(
+                reads.turn_backlog,
+                Thresholds.of(settings),
+                events_lag=live_lag.lag_ms if live_lag is not None else None,
+            )
             admission = Admission(UserLimits.of(settings), shedder)
             app.state.gateway = Gateway(
                 settings, auth, metrics, reads, hub, local, uows, mcp, admission=admission

@@ -20,6 +20,7 @@ from muster_runtime.process.settings import Settings
 
 from muster_gateway import streams
 from muster_gateway.fanout import Hub
+from muster_gateway.live_lag import LiveLag
 from muster_gateway.local_tools import LocalTools
 
 LIVE_EVENTS = "gateway-live-events"  # the subscriber's AsyncAPI title
@@ -38,9 +39,12 @@ def acts_on(hub: Hub, local: LocalTools | None) -> Callable[[bytes], bool]:
     return relevant
 
 
-def build_broker(settings: Settings, hub: Hub, local: LocalTools | None = None) -> KafkaBroker:
+def build_broker(
+    settings: Settings, hub: Hub, local: LocalTools | None = None, lag: LiveLag | None = None
+) -> KafkaBroker:
     """The live-event consumer. Its own group per instance: every gateway must see every
-    event, since any of them may hold a subscriber of any session."""
+    event, since any of them may hold a subscriber of any session. `lag` is told of every
+    batch (overload shedding reads it)."""
     # Our log format (per-message lines only at DEBUG), adaptive fetch wait, patient start;
     # woken only by rings for records it acts on.
     broker = make_broker(settings, "gateway", bell_relevant=acts_on(hub, local))
@@ -63,6 +67,8 @@ def build_broker(settings: Settings, hub: Hub, local: LocalTools | None = None) 
         # keyless record cannot name a stream; skipping it loses nothing (the store is read
         # on the next ring or poll), nor does one that carries no event (the store is read).
         records = records_of(msg.raw_message)
+        if lag is not None:
+            lag.observe(records)
         for record in records:
             stream_id = record.key.decode(errors="replace") if record.key else None
             if stream_id is None or not hub.is_watched(stream_id):

@@ -46,6 +46,7 @@ class Backlog:
     pool_wait_ms: float = 0.0
     delegations: int = 0
     running: int = 0  # turns under way (not subagents): running or waiting for children
+    events_lag_ms: float = 0.0  # this gateway's live-event consumer behind (`live_lag`)
 
     @property
     def waiting(self) -> int:
@@ -60,6 +61,7 @@ class Thresholds:
     backlog_age_ms: int = 0
     pool_wait_ms: int = 0
     running: int = 0  # turns under way plus turns not yet started
+    events_lag_ms: int = 0  # the live-event consumer's lag
 
     @classmethod
     def of(cls, settings: Settings) -> Thresholds:
@@ -68,29 +70,36 @@ class Thresholds:
             settings.overload_backlog_age_ms,
             settings.overload_pool_wait_ms,
             settings.overload_running,
+            settings.overload_events_lag_ms,
         )
 
     @property
     def off(self) -> bool:
-        return not (self.backlog or self.backlog_age_ms or self.pool_wait_ms or self.running)
+        return not (
+            self.backlog or self.backlog_age_ms or self.pool_wait_ms or self.running or self.events_lag_ms
+        )
 
 
 def shedding(sample: Backlog, limits: Thresholds) -> int | None:
     """None: admit new turns. Else the retry hint in ms: the oldest waiting turn's wait
-    (what a turn admitted now would wait behind), between 1 s and 30 s."""
+    or the live events' lag, whichever is longer (what a turn admitted now would wait
+    behind), between 1 s and 30 s."""
     old = sample.waiting > 0 and sample.oldest_wait_ms >= limits.backlog_age_ms
     over = (
         (limits.backlog > 0 and sample.waiting >= limits.backlog)
         or (limits.backlog_age_ms > 0 and old)
         or (limits.pool_wait_ms > 0 and sample.pool_wait_ms >= limits.pool_wait_ms)
         or (limits.running > 0 and sample.running + sample.turns >= limits.running)
+        or (limits.events_lag_ms > 0 and sample.events_lag_ms >= limits.events_lag_ms)
     )
     if not over:
         return None
-    return int(min(MAX_RETRY_AFTER_MS, max(MIN_RETRY_AFTER_MS, sample.oldest_wait_ms)))
+    wait = max(sample.oldest_wait_ms, sample.events_lag_ms)
+    return int(min(MAX_RETRY_AFTER_MS, max(MIN_RETRY_AFTER_MS, wait)))
 
 
 Read = Callable[[], Awaitable[Backlog]]
+Lag = Callable[[], float]
 
 
 class Shedder:
@@ -102,9 +111,10 @@ class Shedder:
 
     def __init__(
         self, read: Read, limits: Thresholds, *, every_s: float = SAMPLE_EVERY_S,
-        clock: Callable[[], float] = time.monotonic,
+        clock: Callable[[], float] = time.monotonic, events_lag: Lag | None = None,
     ) -> None:  # fmt: skip
         self._read = read
+        self._events_lag = events_lag
         self.limits = limits
         self._every_s = every_s
         self._clock = clock
@@ -121,7 +131,9 @@ class Shedder:
         sample = await self.sample()
         if sample is None:
             return None
-        hint = shedding(replace(sample, turns=sample.turns + self._admitted), self.limits)
+        lag = self._events_lag() if self._events_lag is not None else 0.0
+        now = replace(sample, turns=sample.turns + self._admitted, events_lag_ms=lag)
+        hint = shedding(now, self.limits)
         if hint is None:
             self._admitted += 1
         return hint

@@ -54,10 +54,24 @@ def test_turns_under_way_and_not_yet_started_count_against_the_running_bound() -
     assert shedding(Backlog(0, 0, 0, running=10**6), Thresholds()) is None  # off
 
 
+def test_a_live_consumer_behind_its_threshold_sheds_with_its_lag_as_the_hint() -> None:
+    behind = Thresholds(events_lag_ms=500)
+    assert shedding(Backlog(0, 0, 0, events_lag_ms=499), behind) is None
+    assert shedding(Backlog(0, 0, 0, events_lag_ms=500), behind) == 1_000  # at least a second
+    assert shedding(Backlog(0, 0, 0, events_lag_ms=4_200), behind) == 4_200
+    assert shedding(Backlog(1, 6_000, 0, events_lag_ms=4_200), behind) == 6_000  # the longer wait
+    assert shedding(Backlog(0, 0, 0, events_lag_ms=10**6), Thresholds()) is None  # off
+
+
 def test_the_thresholds_come_from_the_settings() -> None:
-    assert Thresholds.of(Settings.from_environ({})) == Thresholds(500, 20_000, 1_000, 0)
+    assert Thresholds.of(Settings.from_environ({})) == Thresholds(500, 20_000, 1_000, 0, 5_000)
     assert Thresholds.of(Settings.from_environ({"MUSTER_OVERLOAD_RUNNING": "24"})).running == 24
-    off = {"MUSTER_OVERLOAD_BACKLOG": "0", "MUSTER_OVERLOAD_BACKLOG_AGE_MS": "0", "MUSTER_OVERLOAD_POOL_WAIT_MS": "0"}
+    off = {
+        "MUSTER_OVERLOAD_BACKLOG": "0",
+        "MUSTER_OVERLOAD_BACKLOG_AGE_MS": "0",
+        "MUSTER_OVERLOAD_POOL_WAIT_MS": "0",
+        "MUSTER_OVERLOAD_EVENTS_LAG_MS": "0",
+    }
     assert Thresholds.of(Settings.from_environ(off)).off
     assert not Thresholds.of(Settings.from_environ(off | {"MUSTER_OVERLOAD_RUNNING": "24"})).off
 
@@ -99,6 +113,16 @@ async def test_turns_admitted_since_the_sample_count_until_the_next() -> None:
     assert read.reads == 1
     now[0] = 0.5  # a new read sees what is waiting then: the count starts again
     assert await shedder.retry_after_ms() is None and read.reads == 2
+
+
+async def test_the_live_consumers_lag_is_read_at_each_request() -> None:
+    lag = [0.0]
+    shedder = Shedder(Samples(Backlog(0, 0)), Thresholds(events_lag_ms=500), events_lag=lambda: lag[0])
+    assert await shedder.retry_after_ms() is None
+    lag[0] = 2_500.0  # between two samples: the lag is the gateway's own, read every time
+    assert await shedder.retry_after_ms() == 2_500
+    lag[0] = 0.0
+    assert await shedder.retry_after_ms() is None
 
 
 async def test_no_sample_is_read_when_shedding_is_off() -> None:

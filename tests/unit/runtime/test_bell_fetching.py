@@ -1,6 +1,7 @@
 """A belled consumer's chase: after records it fetches once more (all partitions, once the
 records are handled); after a ring it keeps fetching until records come, for a while at
-most; otherwise it waits for the bell, or the fallback: short near traffic, long when idle."""
+most; otherwise it waits for the bell, or the fallback: short near traffic, long when idle.
+A consumer handed late records does not wait for its bell until an empty fetch."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ import asyncio
 from pathlib import Path
 from typing import Any
 
-from muster_runtime.messaging.local_broker.bell_fetching import Chase, Fallback, gate_on_bell
+from muster_runtime.messaging.local_broker.bell_fetching import Chase, Fallback, Lateness, gate_on_bell
 from muster_runtime.messaging.local_broker.bells import Bell, Ringer
 
 from tests.unit.runtime.fakes import Clock
@@ -101,6 +102,47 @@ async def test_after_records_a_ring_since_sends_the_next_request_at_once(bells_d
     finally:
         bell.close()
         ringer.close()
+
+
+def test_a_consumer_is_behind_for_a_while_after_it_is_handed_late_records() -> None:
+    wall = [10_000.0]
+    lateness = Lateness(200, lambda: wall[0], 150, hold_ms=5_000)
+    lateness.handed(9_850)
+    assert not lateness.behind  # 150 ms: a busy consumer's normal wait
+    lateness.handed(9_700)
+    assert lateness.behind  # 300 ms late
+    wall[0] += 4_999
+    lateness.handed(wall[0] - 10)
+    assert lateness.behind  # on time again, but held: fetching on every ring would fall back
+    wall[0] += 1
+    assert not lateness.behind  # nothing late for the hold: back to the bell
+
+
+async def test_a_consumer_behind_fetches_without_waiting_for_its_bell(bells_dir: Path) -> None:
+    bell = Bell.open(bells_dir, ["t"])
+    fetcher = Fetcher([True, False, True, True, True])
+    wall = [10_000.0]
+    lateness = Lateness(200, lambda: wall[0], 150, hold_ms=1_000)
+    gate_on_bell(fetcher, bell, busy_ms=5, fallback_s=60.0, clock=Clock(), lateness=lateness)
+    try:
+        lateness.handed(1_000)  # handed records nine seconds old
+        # Every request goes out at once, empty or not, the partitions with records waiting
+        # or not: no ring, no handling waited for (gated, each would wait for the 60-s
+        # fallback), each asking the broker to wait longer and send more at a time.
+        for _ in range(3):
+            await asyncio.wait_for(fetcher._proc_fetch_request(Assignment(), 0, None), 5)
+            fetcher.next_round()
+        assert fetcher.sent == 3 and fetcher._fetch_max_wait_ms == 150
+        wall[0] += 1_000  # the hold is over
+        # Gated again: after records, the next request waits to be handled.
+        assert await fetcher._proc_fetch_request(Assignment(), 0, None)
+        fetcher.next_round()
+        held = asyncio.ensure_future(fetcher._proc_fetch_request(Assignment(), 0, None))
+        await asyncio.sleep(0)
+        assert not held.done() and fetcher.sent == 4
+        held.cancel()
+    finally:
+        bell.close()
 
 
 def test_the_fallback_is_short_near_traffic_and_long_once_idle() -> None:

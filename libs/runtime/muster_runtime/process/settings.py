@@ -200,6 +200,12 @@ class Settings(BaseSettings):
     # saturation depends on its models (a real model's turn mostly waits on the model), so
     # a deployment that wants the bound sets it near its own saturation's concurrency.
     overload_running: int = Field(0, ge=0, validation_alias=_var("MUSTER_OVERLOAD_RUNNING"))
+    # The gateway's live-event consumer reads records this long after they were produced:
+    # its clients see their turns' events that late, whatever the turns themselves take.
+    # Well above a healthy consumer's few ms, and above the clock skew between hosts.
+    overload_events_lag_ms: int = Field(
+        5_000, ge=0, validation_alias=_var("MUSTER_OVERLOAD_EVENTS_LAG_MS")
+    )
 
     # --- tracing: on only when an OTLP endpoint is configured (the standard OTEL_*
     # variables; the exporter reads the rest of them itself): off, no tracer exists (ADR 0017).

@@ -1,7 +1,10 @@
 """A consumer's fetches gated on its bell (`bells`): after an empty fetch, the next goes
 out when the consumer is rung, once it has handled its buffered records, or after the
 fallback (`Fallback`: short near traffic, long when idle), instead of every
-`fetch_max_wait_ms`.
+`fetch_max_wait_ms`. A consumer that is behind (the records it is handed were produced a
+while ago) fetches without waiting until it has caught up: under sustained load a gated
+consumer reading a busy topic (the gateway's, all of `muster.events`) fell seconds behind
+while an ungated one kept up.
 
 The hook: aiokafka's Fetcher runs one task per fetch (send, then store what came back; True
 when records did), and sends no other fetch to that broker while it runs. That task is
@@ -84,6 +87,33 @@ class Fallback:
         return self.idle_s
 
 
+class Lateness:
+    """Whether a consumer is behind: the newest record of a batch it was handed was produced
+    more than `after_ms` before (records carry their producer's wall-clock time), within
+    the last `hold_ms`. While behind it does not wait for its bell and fetches with
+    `wait_ms`: the local broker's cost per fetch that finds records grows with its log, and
+    a busy consumer that fetches on every ring sends it many small ones. One that is behind
+    asks for more at a time, less often, and keeps doing so for the hold, since going back
+    to fetching on every ring as soon as it has caught up puts it behind again.
+    """
+
+    def __init__(self, after_ms: float, wall_ms: Clock, wait_ms: int, hold_ms: float = 30_000) -> None:
+        self.after_ms = after_ms
+        self.wait_ms = wait_ms
+        self.hold_ms = hold_ms
+        self._wall_ms = wall_ms
+        self._late_at = float("-inf")  # when it was last handed a late record
+
+    def handed(self, newest_ms: float) -> None:
+        now = self._wall_ms()
+        if now - newest_ms > self.after_ms:
+            self._late_at = now
+
+    @property
+    def behind(self) -> bool:
+        return self._wall_ms() - self._late_at < self.hold_ms
+
+
 def gate_on_bell(
     fetcher: Any,
     bell: Bell,
@@ -93,8 +123,10 @@ def gate_on_bell(
     clock: Clock,
     idle_fallback_s: float | None = None,
     idle_after_s: float = 2.0,
+    lateness: Lateness | None = None,
 ) -> None:
-    """Make `fetcher` wait for `bell` between fetches (see the module's docstring)."""
+    """Make `fetcher` wait for `bell` between fetches (see the module's docstring), except
+    while `lateness` says it is behind."""
     chase = Chase(clock)
     fallback = Fallback(fallback_s, idle_fallback_s or fallback_s, idle_after_s, clock)
     # The rings counted before the last fetch, when it brought records.
@@ -122,6 +154,10 @@ def gate_on_bell(
         # partitions to ask for again, and must not be held here.
         consumed = consumed_signal(fetcher)
         before, after_records = after_records, None
+        if lateness is not None and lateness.behind:
+            # Records wait in the log: fetch them at the broker's pace, not the bell's.
+            set_fetch_wait(fetcher, lateness.wait_ms)
+            return bool(await fetch(assignment, node_id, request))
         if before is not None and bell.rings == before and assignment.active:
             # Records came and nothing was rung since: this request leaves out the
             # partitions whose records wait to be handled. Ask for every partition at once

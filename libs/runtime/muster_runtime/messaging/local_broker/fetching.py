@@ -28,7 +28,7 @@ from aiokafka import AIOKafkaConsumer
 
 from muster_runtime.messaging.consumer import ServiceConsumer, consumer_builder
 from muster_runtime.messaging.local_broker.aiokafka_hooks import fetcher_of, set_fetch_wait
-from muster_runtime.messaging.local_broker.bell_fetching import gate_on_bell
+from muster_runtime.messaging.local_broker.bell_fetching import Lateness, gate_on_bell
 from muster_runtime.messaging.local_broker.bells import Bell, Relevant
 
 Clock = Callable[[], float]
@@ -88,6 +88,11 @@ class AdaptiveConsumer(ServiceConsumer):
         self._bell_idle_fallback_s = bell_idle_fallback_s
         self._bell_relevant = bell_relevant
         self.bell: Bell | None = None
+        # Records handed over twice the fallback after they were produced: behind, and
+        # fetching then with a wait of one and a half fallbacks (bell_fetching.Lateness).
+        self.lateness = Lateness(
+            2 * bell_fallback_s * 1000, lambda: time.time() * 1000, int(1.5 * bell_fallback_s * 1000)
+        )
 
     async def start(self) -> None:
         await super().start()
@@ -103,6 +108,7 @@ class AdaptiveConsumer(ServiceConsumer):
             idle_fallback_s=self._bell_idle_fallback_s,
             idle_after_s=self.fetch_wait.idle_after_s,
             clock=self._clock,
+            lateness=self.lateness,
         )
 
     async def stop(self) -> None:
@@ -114,7 +120,13 @@ class AdaptiveConsumer(ServiceConsumer):
                 self.bell = None
 
     def after_getmany(self, batch: dict[Any, list[Any]]) -> None:
-        if not self.fetch_wait.adaptive or self.bell is not None:
+        if self.bell is not None:
+            for records in batch.values():  # late on any partition: behind
+                newest = max((r.timestamp for r in records if r.timestamp > 0), default=None)
+                if newest is not None:
+                    self.lateness.handed(newest)
+            return
+        if not self.fetch_wait.adaptive:
             return
         wait = self.fetch_wait.observe(sum(map(len, batch.values())), self._clock())
         fetcher = fetcher_of(self)
