@@ -47,7 +47,9 @@ def build_broker(
     batch (overload shedding reads it)."""
     # Our log format (per-message lines only at DEBUG), adaptive fetch wait, patient start;
     # woken only by rings for records it acts on.
-    broker = make_broker(settings, "gateway", bell_relevant=acts_on(hub, local))
+    # A consumer of all of `muster.events` that falls behind catches up without its bell
+    # (ADR 0026's amendment).
+    broker = make_broker(settings, "gateway", bell_relevant=acts_on(hub, local), catch_up=True)
 
     # `**consumer_options` makes mypy fall back to an untyped overload of `subscriber`.
     @broker.subscriber(  # type: ignore[untyped-decorator]

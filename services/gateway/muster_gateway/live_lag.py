@@ -1,5 +1,6 @@
 """How far behind the gateway's live-event consumer reads `muster.events`: the age, when it
-was handed over, of the newest record of each batch (its producer's timestamp).
+was handed over, of the oldest record of each batch (its producer's timestamp), which is
+how late that record reached the gateway and the clients waiting for it.
 
 Clients see a session's events only as fast as this consumer reads them: a turn that
 completed in the database is not done for its client until the gateway hands out its
@@ -36,11 +37,12 @@ class LiveLag:
 
     def observe(self, records: Iterable[Any]) -> None:
         """A batch the consumer was handed (records with a `timestamp` in ms)."""
-        newest = max((int(r.timestamp) for r in records if r.timestamp is not None), default=None)
-        if newest is None or newest < self._started_ms:
+        stamps = (int(r.timestamp) for r in records if r.timestamp is not None)
+        live = [stamp for stamp in stamps if stamp >= self._started_ms]
+        if not live:
             return
         now = self._clock()
-        lag = max(0.0, now * 1000 - newest)
+        lag = max(0.0, now * 1000 - min(live))
         if lag >= self.lag_ms():
             self._lag_ms, self._seen_at = lag, now
 

@@ -1,4 +1,4 @@
-"""The live-event consumer's lag (`live_lag.py`): the age of each batch's newest record when
+"""The live-event consumer's lag (`live_lag.py`): the age of each batch's oldest record when
 it is handed over, history older than the consumer not counted, the largest of the last
 `HELD_S` held, none once batches that late stop."""
 
@@ -14,15 +14,16 @@ class Rec:
     timestamp: int | None  # the producer's, wall-clock ms
 
 
-def test_the_lag_is_the_newest_records_age_when_its_batch_is_handed_over() -> None:
+def test_the_lag_is_the_oldest_records_age_when_its_batch_is_handed_over() -> None:
     now = [1_000.0]
     lag = LiveLag(clock=lambda: now[0])
     now[0] = 1_010.0
-    lag.observe([Rec(1_008_000), Rec(1_009_750), Rec(1_009_100)])
-    assert lag.lag_ms() == 250.0
+    # Caught up by the end of the batch, but its first record reached clients 2 s late.
+    lag.observe([Rec(1_008_000), Rec(1_009_750), Rec(1_009_990)])
+    assert lag.lag_ms() == 2_000.0
     now[0] = 1_011.0
-    lag.observe([Rec(1_010_500)])  # later, and later still
-    assert lag.lag_ms() == 500.0
+    lag.observe([Rec(1_008_500)])  # later still
+    assert lag.lag_ms() == 2_500.0
 
 
 def test_history_from_before_the_consumer_started_is_not_lag() -> None:
@@ -31,6 +32,9 @@ def test_history_from_before_the_consumer_started_is_not_lag() -> None:
     lag.observe([Rec(1_000), Rec(999_999)])  # a new group reading the log from its start
     lag.observe([Rec(None)])
     assert lag.lag_ms() == 0.0
+    now[0] = 1_000.5
+    lag.observe([Rec(1_000), Rec(1_000_400)])  # history, then a live record: only it counts
+    assert lag.lag_ms() == 100.0
 
 
 def test_a_late_batch_is_held_over_the_live_ones_after_it_then_lets_go() -> None:

@@ -105,8 +105,11 @@ async def test_after_records_a_ring_since_sends_the_next_request_at_once(bells_d
 
 
 def test_a_consumer_is_behind_for_a_while_after_it_is_handed_late_records() -> None:
-    wall = [10_000.0]
+    wall = [0.0]
     lateness = Lateness(200, lambda: wall[0], 150, hold_ms=5_000)
+    lateness.handed(-5_000)
+    assert not lateness.behind  # history from before the consumer started: not behind
+    wall[0] = 10_000.0
     lateness.handed(9_850)
     assert not lateness.behind  # 150 ms: a busy consumer's normal wait
     lateness.handed(9_700)
@@ -121,10 +124,11 @@ def test_a_consumer_is_behind_for_a_while_after_it_is_handed_late_records() -> N
 async def test_a_consumer_behind_fetches_without_waiting_for_its_bell(bells_dir: Path) -> None:
     bell = Bell.open(bells_dir, ["t"])
     fetcher = Fetcher([True, False, True, True, True])
-    wall = [10_000.0]
+    wall = [0.0]
     lateness = Lateness(200, lambda: wall[0], 150, hold_ms=1_000)
     gate_on_bell(fetcher, bell, busy_ms=5, fallback_s=60.0, clock=Clock(), lateness=lateness)
     try:
+        wall[0] = 10_000.0
         lateness.handed(1_000)  # handed records nine seconds old
         # Every request goes out at once, empty or not, the partitions with records waiting
         # or not: no ring, no handling waited for (gated, each would wait for the 60-s

@@ -13,7 +13,12 @@ from aiokafka import AIOKafkaConsumer
 from faststream.kafka import KafkaBroker
 from muster_runtime.messaging.consumer import ServiceBroker, ServiceConsumer
 from muster_runtime.messaging.local_broker import tuning
-from muster_runtime.messaging.local_broker.fetching import AdaptiveConsumer, FetchWait, adaptive_builder
+from muster_runtime.messaging.local_broker.fetching import (
+    BEHIND_MS,
+    AdaptiveConsumer,
+    FetchWait,
+    adaptive_builder,
+)
 from muster_runtime.process.settings import Settings
 
 from tests.unit.runtime.fakes import Clock
@@ -147,3 +152,14 @@ def test_a_backstop_subscriber_waits_longer_on_the_local_broker_only() -> None:
     assert tuning.fetch_options(local) == {"fetch_max_wait_ms": 5}
     assert tuning.fetch_options(local, backstop_ms=250) == {"fetch_max_wait_ms": 250}
     assert tuning.fetch_options(local, backstop_ms=1) == {"fetch_max_wait_ms": 5}
+
+
+async def test_only_a_consumer_asked_to_catch_up_watches_how_late_its_records_are() -> None:
+    builder = partial(AIOKafkaConsumer, bootstrap_servers="127.0.0.1:1")
+    plain = adaptive_builder(builder, idle_fetch_max_wait_ms=100, idle_after_s=2.0)(fetch_max_wait_ms=5)
+    catching = adaptive_builder(builder, idle_fetch_max_wait_ms=100, idle_after_s=2.0, catch_up=True)(
+        fetch_max_wait_ms=5
+    )
+    assert isinstance(plain, AdaptiveConsumer) and isinstance(catching, AdaptiveConsumer)
+    assert plain.lateness is None
+    assert catching.lateness is not None and catching.lateness.after_ms == BEHIND_MS

@@ -58,13 +58,17 @@ class PatientKafkaBroker(ServiceBroker):
 
 
 def make_broker(
-    settings: Settings, service: str, *, bell_relevant: bells.Relevant | None = None
+    settings: Settings,
+    service: str,
+    *,
+    bell_relevant: bells.Relevant | None = None,
+    catch_up: bool = False,
 ) -> KafkaBroker:
     # Our log format; FastStream's per-message lines only at DEBUG. No dependency injection:
     # typed handlers cost 2.5 times (a typed batch) to 16 times (per message) today's consuming per
     # record, and a typed batch cannot park one poison record (ADR 0036). Handlers take the
     # message itself (`the_message`) and validate at the edge.
-    consumer, extra = tuning.consumer(settings, bell_relevant=bell_relevant)
+    consumer, extra = tuning.consumer(settings, bell_relevant=bell_relevant, catch_up=catch_up)
     return PatientKafkaBroker(
         settings.kafka_bootstrap_servers or "localhost:9092",
         apply_types=False,

@@ -1,10 +1,10 @@
 """A consumer's fetches gated on its bell (`bells`): after an empty fetch, the next goes
 out when the consumer is rung, once it has handled its buffered records, or after the
 fallback (`Fallback`: short near traffic, long when idle), instead of every
-`fetch_max_wait_ms`. A consumer that is behind (the records it is handed were produced a
-while ago) fetches without waiting until it has caught up: under sustained load a gated
-consumer reading a busy topic (the gateway's, all of `muster.events`) fell seconds behind
-while an ungated one kept up.
+`fetch_max_wait_ms`. A consumer given a `Lateness` (one that reads a whole busy topic: the
+gateway's, all of `muster.events`) does not wait for its bell while it is behind: under
+sustained load, fetching on every ring, it fell seconds behind while an ungated one kept
+up (ADR 0026's amendment).
 
 The hook: aiokafka's Fetcher runs one task per fetch (send, then store what came back; True
 when records did), and sends no other fetch to that broker while it runs. That task is
@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 from collections.abc import Callable
 from typing import Any
 
@@ -28,6 +29,7 @@ from muster_runtime.messaging.local_broker.aiokafka_hooks import (
 from muster_runtime.messaging.local_broker.bells import Bell
 
 Clock = Callable[[], float]
+log = logging.getLogger("muster.kafka.fetching")
 
 
 class Chase:
@@ -102,11 +104,16 @@ class Lateness:
         self.wait_ms = wait_ms
         self.hold_ms = hold_ms
         self._wall_ms = wall_ms
+        self._started_ms = wall_ms()
         self._late_at = float("-inf")  # when it was last handed a late record
 
     def handed(self, newest_ms: float) -> None:
+        """A batch's newest record on one partition. Records produced before the consumer
+        started are history a new group reads first, not a consumer falling behind."""
         now = self._wall_ms()
-        if now - newest_ms > self.after_ms:
+        if newest_ms >= self._started_ms and now - newest_ms > self.after_ms:
+            if not self.behind:
+                log.info("consumer_behind lag_ms=%d", now - newest_ms)
             self._late_at = now
 
     @property

@@ -33,6 +33,11 @@ from muster_runtime.messaging.local_broker.bells import Bell, Relevant
 
 Clock = Callable[[], float]
 
+# A consumer with `catch_up` handed records this long after they were produced is behind:
+# far above what a consumer that keeps up sees at saturation (tens of ms), so a loaded
+# cluster's consumers stay on their bells.
+BEHIND_MS = 500
+
 
 class FetchWait:
     """Decides a consumer's `fetch_max_wait_ms` from when it last received records."""
@@ -75,6 +80,7 @@ class AdaptiveConsumer(ServiceConsumer):
         bell_fallback_s: float = 0.1,
         bell_idle_fallback_s: float | None = None,
         bell_relevant: Relevant | None = None,
+        catch_up: bool = False,
         **options: Any,
     ) -> None:
         super().__init__(*topics, **options)
@@ -88,10 +94,13 @@ class AdaptiveConsumer(ServiceConsumer):
         self._bell_idle_fallback_s = bell_idle_fallback_s
         self._bell_relevant = bell_relevant
         self.bell: Bell | None = None
-        # Records handed over twice the fallback after they were produced: behind, and
-        # fetching then with a wait of one and a half fallbacks (bell_fetching.Lateness).
-        self.lateness = Lateness(
-            2 * bell_fallback_s * 1000, lambda: time.time() * 1000, int(1.5 * bell_fallback_s * 1000)
+        # With `catch_up`, records handed over `BEHIND_MS` after they were produced put the
+        # consumer behind: it then fetches with a wait of one and a half fallbacks
+        # (bell_fetching.Lateness). For a consumer of a whole busy topic (the gateway's).
+        self.lateness = (
+            Lateness(BEHIND_MS, lambda: time.time() * 1000, int(1.5 * bell_fallback_s * 1000))
+            if catch_up
+            else None
         )
 
     async def start(self) -> None:
@@ -121,10 +130,11 @@ class AdaptiveConsumer(ServiceConsumer):
 
     def after_getmany(self, batch: dict[Any, list[Any]]) -> None:
         if self.bell is not None:
-            for records in batch.values():  # late on any partition: behind
-                newest = max((r.timestamp for r in records if r.timestamp > 0), default=None)
-                if newest is not None:
-                    self.lateness.handed(newest)
+            if self.lateness is not None:
+                for records in batch.values():  # late on any partition: behind
+                    newest = max((r.timestamp for r in records if r.timestamp > 0), default=None)
+                    if newest is not None:
+                        self.lateness.handed(newest)
             return
         if not self.fetch_wait.adaptive:
             return
@@ -143,6 +153,7 @@ def adaptive_builder(
     bell_fallback_s: float = 0.1,
     bell_idle_fallback_s: float | None = None,
     bell_relevant: Relevant | None = None,
+    catch_up: bool = False,
 ) -> Callable[..., AIOKafkaConsumer]:
     """FastStream's consumer factory, making `AdaptiveConsumer`s with the same options."""
     return consumer_builder(
@@ -154,4 +165,5 @@ def adaptive_builder(
         bell_fallback_s=bell_fallback_s,
         bell_idle_fallback_s=bell_idle_fallback_s,
         bell_relevant=bell_relevant,
+        catch_up=catch_up,
     )

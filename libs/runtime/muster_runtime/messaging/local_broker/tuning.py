@@ -28,7 +28,7 @@ def fetch_options(settings: Settings, *, backstop_ms: int | None = None) -> dict
 
 
 def consumer(
-    settings: Settings, *, bell_relevant: Relevant | None = None
+    settings: Settings, *, bell_relevant: Relevant | None = None, catch_up: bool = False
 ) -> tuple[type[ServiceConsumer], dict[str, Any]]:
     """The consumer class the services' broker builds, and its extra options."""
     if not settings.local_broker:
@@ -40,6 +40,7 @@ def consumer(
         "bell_fallback_s": settings.bell_fallback_ms / 1000,
         "bell_idle_fallback_s": settings.bell_idle_fallback_ms / 1000,
         "bell_relevant": bell_relevant,
+        "catch_up": catch_up,
     }
 
 
