@@ -25,6 +25,8 @@ import time
 from collections.abc import Callable, Iterable
 from typing import Any
 
+from muster_runtime.messaging.consuming import produced_since
+
 HELD_S = 2.0
 
 
@@ -37,8 +39,7 @@ class LiveLag:
 
     def observe(self, records: Iterable[Any]) -> None:
         """A batch the consumer was handed (records with a `timestamp` in ms)."""
-        stamps = (int(r.timestamp) for r in records if r.timestamp is not None)
-        live = [stamp for stamp in stamps if stamp >= self._started_ms]
+        live = produced_since(records, self._started_ms)
         if not live:
             return
         now = self._clock()

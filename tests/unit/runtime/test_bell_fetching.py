@@ -40,6 +40,13 @@ def test_a_ring_is_chased_until_its_records_come_or_for_a_while_at_most() -> Non
     assert not chase.chasing(False)
 
 
+class Stamped:
+    """A record as `Lateness` reads it: its producer's timestamp."""
+
+    def __init__(self, timestamp: float) -> None:
+        self.timestamp = timestamp
+
+
 class Assignment:
     active = True
 
@@ -107,15 +114,15 @@ async def test_after_records_a_ring_since_sends_the_next_request_at_once(bells_d
 def test_a_consumer_is_behind_for_a_while_after_it_is_handed_late_records() -> None:
     wall = [0.0]
     lateness = Lateness(200, lambda: wall[0], 150, hold_ms=5_000)
-    lateness.handed(-5_000)
+    lateness.handed([Stamped(-5_000)])
     assert not lateness.behind  # history from before the consumer started: not behind
     wall[0] = 10_000.0
-    lateness.handed(9_850)
+    lateness.handed([Stamped(9_850)])
     assert not lateness.behind  # 150 ms: a busy consumer's normal wait
-    lateness.handed(9_700)
+    lateness.handed([Stamped(9_700)])
     assert lateness.behind  # 300 ms late
     wall[0] += 4_999
-    lateness.handed(wall[0] - 10)
+    lateness.handed([Stamped(wall[0] - 10)])
     assert lateness.behind  # on time again, but held: fetching on every ring would fall back
     wall[0] += 1
     assert not lateness.behind  # nothing late for the hold: back to the bell
@@ -129,7 +136,7 @@ async def test_a_consumer_behind_fetches_without_waiting_for_its_bell(bells_dir:
     gate_on_bell(fetcher, bell, busy_ms=5, fallback_s=60.0, clock=Clock(), lateness=lateness)
     try:
         wall[0] = 10_000.0
-        lateness.handed(1_000)  # handed records nine seconds old
+        lateness.handed([Stamped(1_000)])  # handed records nine seconds old
         # Every request goes out at once, empty or not, the partitions with records waiting
         # or not: no ring, no handling waited for (gated, each would wait for the 60-s
         # fallback), each asking the broker to wait longer and send more at a time.

@@ -8,7 +8,7 @@ messages that had already succeeded are no-ops the second time.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass
 from typing import Any, TypeAlias
 
@@ -42,6 +42,14 @@ def peek_event(raw: bytes) -> Peeked | None:
         return None
     well_formed = isinstance(peeked.type, str) and isinstance(peeked.payload, dict)
     return peeked if well_formed and isinstance(peeked.metadata, dict) else None
+
+
+def produced_since(records: Iterable[Any], since_ms: float) -> list[int]:
+    """The producers' timestamps (wall-clock ms) of `records` made at or after `since_ms`:
+    how late a consumer reads is judged on these, since what was produced before it started
+    is history a new group reads first, not a consumer falling behind."""
+    stamps = (int(r.timestamp) for r in records if r.timestamp is not None and r.timestamp > 0)
+    return [stamp for stamp in stamps if stamp >= since_ms]
 
 
 def records_of(raw_message: Any) -> list[Record]:

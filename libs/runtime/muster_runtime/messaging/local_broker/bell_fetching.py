@@ -17,9 +17,10 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import Any
 
+from muster_runtime.messaging.consuming import produced_since
 from muster_runtime.messaging.local_broker.aiokafka_hooks import (
     Fetch,
     consumed_signal,
@@ -107,11 +108,14 @@ class Lateness:
         self._started_ms = wall_ms()
         self._late_at = float("-inf")  # when it was last handed a late record
 
-    def handed(self, newest_ms: float) -> None:
-        """A batch's newest record on one partition. Records produced before the consumer
-        started are history a new group reads first, not a consumer falling behind."""
-        now = self._wall_ms()
-        if newest_ms >= self._started_ms and now - newest_ms > self.after_ms:
+    def handed(self, records: Iterable[Any]) -> None:
+        """A batch's records from one partition (`consuming.produced_since`: history from
+        before the consumer started does not count)."""
+        live = produced_since(records, self._started_ms)
+        if not live:
+            return
+        now, newest_ms = self._wall_ms(), max(live)
+        if now - newest_ms > self.after_ms:
             if not self.behind:
                 log.info("consumer_behind lag_ms=%d", now - newest_ms)
             self._late_at = now

@@ -132,9 +132,7 @@ class AdaptiveConsumer(ServiceConsumer):
         if self.bell is not None:
             if self.lateness is not None:
                 for records in batch.values():  # late on any partition: behind
-                    newest = max((r.timestamp for r in records if r.timestamp > 0), default=None)
-                    if newest is not None:
-                        self.lateness.handed(newest)
+                    self.lateness.handed(records)
             return
         if not self.fetch_wait.adaptive:
             return
