@@ -80,19 +80,24 @@ class Thresholds:
         )
 
 
+def over(sample: Backlog, limits: Thresholds) -> str | None:
+    """The first threshold `sample` is past (its setting's name, for the log), or None."""
+    old = sample.waiting > 0 and sample.oldest_wait_ms >= limits.backlog_age_ms
+    rules = (
+        ("backlog", limits.backlog > 0 and sample.waiting >= limits.backlog),
+        ("backlog_age_ms", limits.backlog_age_ms > 0 and old),
+        ("pool_wait_ms", limits.pool_wait_ms > 0 and sample.pool_wait_ms >= limits.pool_wait_ms),
+        ("running", limits.running > 0 and sample.running + sample.turns >= limits.running),
+        ("events_lag_ms", limits.events_lag_ms > 0 and sample.events_lag_ms >= limits.events_lag_ms),
+    )
+    return next((name for name, past in rules if past), None)
+
+
 def shedding(sample: Backlog, limits: Thresholds) -> int | None:
     """None: admit new turns. Else the retry hint in ms: the oldest waiting turn's wait
     or the live events' lag, whichever is longer (what a turn admitted now would wait
     behind), between 1 s and 30 s."""
-    old = sample.waiting > 0 and sample.oldest_wait_ms >= limits.backlog_age_ms
-    over = (
-        (limits.backlog > 0 and sample.waiting >= limits.backlog)
-        or (limits.backlog_age_ms > 0 and old)
-        or (limits.pool_wait_ms > 0 and sample.pool_wait_ms >= limits.pool_wait_ms)
-        or (limits.running > 0 and sample.running + sample.turns >= limits.running)
-        or (limits.events_lag_ms > 0 and sample.events_lag_ms >= limits.events_lag_ms)
-    )
-    if not over:
+    if over(sample, limits) is None:
         return None
     wait = max(sample.oldest_wait_ms, sample.events_lag_ms)
     return int(min(MAX_RETRY_AFTER_MS, max(MIN_RETRY_AFTER_MS, wait)))
@@ -122,6 +127,7 @@ class Shedder:
         self._taken = float("-inf")
         self._lock = asyncio.Lock()
         self._admitted = 0  # turns admitted here since the last read began
+        self._shedding_since: float | None = None  # for the log
 
     async def retry_after_ms(self) -> int | None:
         """None while new turns are admitted (counted as admitted); else `overloaded`'s
@@ -136,7 +142,26 @@ class Shedder:
         hint = shedding(now, self.limits)
         if hint is None:
             self._admitted += 1
+        if (hint is None) != (self._shedding_since is None):
+            self._log_change(now, hint)
         return hint
+
+    def _log_change(self, now: Backlog, hint: int | None) -> None:
+        """One line when shedding starts (which threshold, and what was read) and one
+        when it ends: what an operator needs to tell a saturated cluster from a tight
+        setting."""
+        if hint is not None:
+            self._shedding_since = self._clock()
+            log.warning(
+                "overload_shedding_started over=%s turns=%d delegations=%d running=%d "
+                "admitted_since_read=%d oldest_wait_ms=%.0f pool_wait_ms=%.0f events_lag_ms=%.0f",
+                over(now, self.limits), now.turns - self._admitted, now.delegations, now.running,
+                self._admitted, now.oldest_wait_ms, now.pool_wait_ms, now.events_lag_ms,
+            )  # fmt: skip
+        else:
+            assert self._shedding_since is not None
+            log.warning("overload_shedding_ended after_s=%.1f", self._clock() - self._shedding_since)
+            self._shedding_since = None
 
     async def sample(self) -> Backlog | None:
         if self._clock() - self._taken < self._every_s:

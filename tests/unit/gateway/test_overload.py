@@ -18,7 +18,7 @@ from muster_contracts.session_events import SessionDeleted
 from muster_gateway import commands, overload_queries, side_sessions
 from muster_gateway.errors import GatewayError
 from muster_gateway.limits import Admission, TurnAdmission, UserLimits
-from muster_gateway.overload import Backlog, Shedder, Thresholds, shedding
+from muster_gateway.overload import Backlog, Shedder, Thresholds, over, shedding
 from muster_gateway.protocol import CreateSessionData, CreateSideSessionData, SendMessageData
 from muster_runtime.process.db import Pool, create_pool
 from muster_runtime.process.settings import Settings
@@ -123,6 +123,31 @@ async def test_the_live_consumers_lag_is_read_at_each_request() -> None:
     assert await shedder.retry_after_ms() == 2_500
     lag[0] = 0.0
     assert await shedder.retry_after_ms() is None
+
+
+def test_the_threshold_past_is_named() -> None:
+    assert over(Backlog(99, 9_999, 499), LIMITS) is None
+    assert over(Backlog(100, 50, 0), LIMITS) == "backlog"
+    assert over(Backlog(0, 0, 800), LIMITS) == "pool_wait_ms"
+    assert over(Backlog(3, 20, 0, running=21), Thresholds(running=24)) == "running"
+    assert over(Backlog(0, 0, 0, events_lag_ms=600), Thresholds(events_lag_ms=500)) == "events_lag_ms"
+
+
+async def test_shedding_logs_once_when_it_starts_with_the_threshold_and_once_when_it_ends(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    now = [0.0]
+    read = Samples(Backlog(0, 0, 0, running=22), Backlog(0, 0, 0, running=10))
+    shedder = Shedder(read, Thresholds(running=24), every_s=0.5, clock=lambda: now[0])
+    with caplog.at_level("WARNING", logger="muster.gateway.overload"):
+        assert [await shedder.retry_after_ms() for _ in range(5)] == [None, None, 1_000, 1_000, 1_000]
+        now[0] = 2.0
+        assert await shedder.retry_after_ms() is None
+    started, ended = [r.getMessage() for r in caplog.records]
+    # 22 read under way and 2 admitted since the read: the bound of 24, so the third is shed
+    assert started.startswith("overload_shedding_started over=running turns=0 delegations=0 running=22")
+    assert "admitted_since_read=2" in started
+    assert ended == "overload_shedding_ended after_s=2.0"
 
 
 async def test_no_sample_is_read_when_shedding_is_off() -> None:
