@@ -32,6 +32,9 @@ log = logging.getLogger("muster.gateway.overload")
 # Often enough that a burst between two reads stays small; a read costs well under a
 # millisecond and happens only when new turns are asked for.
 SAMPLE_EVERY_S = 0.1
+# Before refusing on an estimate that counts turns admitted since the read, read again if
+# the read is older than this: at most this often while every new turn is refused.
+CONFIRM_EVERY_S = 0.02
 MIN_RETRY_AFTER_MS = 1_000
 MAX_RETRY_AFTER_MS = 30_000
 
@@ -111,22 +114,27 @@ class Shedder:
     """The instance's view of the cluster's load: a sample at most every `every_s`, read
     once however many requests ask meanwhile, plus the turns this instance admitted since
     that read began (without them, a burst between two samples would be admitted whole
-    and overshoot the backlog threshold by a sampling period's worth of arrivals). A
-    failed read admits (the decision that follows meets the same failure and reports it)."""
+    and overshoot the backlog threshold by a sampling period's worth of arrivals). Those
+    ended since the read are not known: a refusal on such an estimate is confirmed by a
+    read at most `confirm_s` old. A failed read admits (the decision that follows meets
+    the same failure and reports it)."""
 
     def __init__(
         self, read: Read, limits: Thresholds, *, every_s: float = SAMPLE_EVERY_S,
         clock: Callable[[], float] = time.monotonic, events_lag: Lag | None = None,
+        confirm_s: float = CONFIRM_EVERY_S,
     ) -> None:  # fmt: skip
         self._read = read
         self._events_lag = events_lag
         self.limits = limits
         self._every_s = every_s
+        self._confirm_s = min(confirm_s, every_s)
         self._clock = clock
         self._sample: Backlog | None = None
         self._taken = float("-inf")
         self._lock = asyncio.Lock()
-        self._admitted = 0  # turns admitted here since the last read began
+        self._admissions = 0  # turns admitted here, ever
+        self._admissions_at_read = 0  # ... when the current sample's read began
         self._shedding_since: float | None = None  # for the log
 
     async def retry_after_ms(self) -> int | None:
@@ -134,17 +142,36 @@ class Shedder:
         retry hint."""
         if self.limits.off:
             return None
-        sample = await self.sample()
-        if sample is None:
+        now = await self._estimate(self._every_s)
+        hint = None if now is None else shedding(now, self.limits)
+        if hint is not None and self._admitted_since_read:
+            # The estimate adds the turns admitted since the read but cannot subtract those
+            # that ended since: a closed loop whose clients all saw their turns end in one
+            # batch looked twice its size. Refuse only on a read that recent.
+            now = await self._estimate(self._confirm_s)
+            hint = None if now is None else shedding(now, self.limits)
+        if now is None:
             return None
-        lag = self._events_lag() if self._events_lag is not None else 0.0
-        now = replace(sample, turns=sample.turns + self._admitted, events_lag_ms=lag)
-        hint = shedding(now, self.limits)
         if hint is None:
-            self._admitted += 1
+            self._admissions += 1
         if (hint is None) != (self._shedding_since is None):
             self._log_change(now, hint)
         return hint
+
+    async def _estimate(self, max_age_s: float) -> Backlog | None:
+        """A read no older than `max_age_s`, with the turns admitted since and the live
+        events' lag now."""
+        sample = await self.sample(max_age_s)
+        if sample is None:
+            return None
+        lag = self._events_lag() if self._events_lag is not None else 0.0
+        return replace(sample, turns=sample.turns + self._admitted_since_read, events_lag_ms=lag)
+
+    @property
+    def _admitted_since_read(self) -> int:
+        """Turns admitted here since the current sample's read began: they may be missing
+        from it (counted while a newer read is under way too)."""
+        return self._admissions - self._admissions_at_read
 
     def _log_change(self, now: Backlog, hint: int | None) -> None:
         """One line when shedding starts (which threshold, and what was read) and one
@@ -155,25 +182,29 @@ class Shedder:
             log.warning(
                 "overload_shedding_started over=%s turns=%d delegations=%d running=%d "
                 "admitted_since_read=%d oldest_wait_ms=%.0f pool_wait_ms=%.0f events_lag_ms=%.0f",
-                over(now, self.limits), now.turns - self._admitted, now.delegations, now.running,
-                self._admitted, now.oldest_wait_ms, now.pool_wait_ms, now.events_lag_ms,
+                over(now, self.limits), now.turns - self._admitted_since_read, now.delegations,
+                now.running, self._admitted_since_read, now.oldest_wait_ms, now.pool_wait_ms,
+                now.events_lag_ms,
             )  # fmt: skip
         else:
             assert self._shedding_since is not None
             log.warning("overload_shedding_ended after_s=%.1f", self._clock() - self._shedding_since)
             self._shedding_since = None
 
-    async def sample(self) -> Backlog | None:
-        if self._clock() - self._taken < self._every_s:
+    async def sample(self, max_age_s: float | None = None) -> Backlog | None:
+        max_age_s = self._every_s if max_age_s is None else max_age_s
+        if self._clock() - self._taken < max_age_s:
             return self._sample
         async with self._lock:
-            if self._clock() - self._taken >= self._every_s:  # nobody read it meanwhile
-                # Turns admitted from here on may be missing from the read: counted anew.
-                self._admitted = 0
+            if self._clock() - self._taken >= max_age_s:  # nobody read it meanwhile
+                # Turns admitted from here on may be missing from the read: counted anew
+                # once it is in.
+                admissions = self._admissions
                 try:
                     self._sample = await self._read()
                 except Exception as exc:
                     log.warning("overload_sample_failed error=%s", type(exc).__name__)
                     self._sample = None
                 self._taken = self._clock()
+                self._admissions_at_read = admissions
         return self._sample

@@ -115,6 +115,26 @@ async def test_turns_admitted_since_the_sample_count_until_the_next() -> None:
     assert await shedder.retry_after_ms() is None and read.reads == 2
 
 
+async def test_a_refusal_counting_turns_admitted_since_the_read_is_confirmed_by_a_recent_read() -> None:
+    now = [0.0]
+    # 20 under way; then 6 admitted, which the estimate adds to the 20 though 6 of those
+    # ended meanwhile (a closed loop): a fresh read shows 20 again, so no refusal.
+    read = Samples(Backlog(0, 0, 0, running=20), Backlog(0, 0, 0, running=20), Backlog(0, 0, 0, running=24))
+    shedder = Shedder(read, Thresholds(running=24), every_s=0.5, clock=lambda: now[0], confirm_s=0.02)
+    assert [await shedder.retry_after_ms() for _ in range(4)] == [None] * 4
+    # the fifth would make 25 on the estimate; within 20 ms of the read it is refused as is
+    assert await shedder.retry_after_ms() == 1_000 and read.reads == 1
+    now[0] = 0.05
+    # confirmed: room after all, and the new read counts anew (20 + 4 = the bound)
+    assert [await shedder.retry_after_ms() for _ in range(5)] == [None] * 4 + [1_000]
+    assert read.reads == 2
+    now[0] = 0.2
+    assert await shedder.retry_after_ms() == 1_000 and read.reads == 3  # 24 read: refused
+    # a refusal on a read with nothing admitted since needs no second read
+    now[0] = 0.25
+    assert await shedder.retry_after_ms() == 1_000 and read.reads == 3
+
+
 async def test_the_live_consumers_lag_is_read_at_each_request() -> None:
     lag = [0.0]
     shedder = Shedder(Samples(Backlog(0, 0)), Thresholds(events_lag_ms=500), events_lag=lambda: lag[0])
