@@ -36,6 +36,8 @@ SAMPLE_EVERY_S = 0.1
 # the read is older than this: at most this often while every new turn is refused.
 CONFIRM_EVERY_S = 0.02
 MIN_RETRY_AFTER_MS = 1_000
+# Shedding has ended, for the log, once nothing was refused for this long.
+QUIET_S = 5.0
 MAX_RETRY_AFTER_MS = 30_000
 
 
@@ -106,6 +108,15 @@ def shedding(sample: Backlog, limits: Thresholds) -> int | None:
     return int(min(MAX_RETRY_AFTER_MS, max(MIN_RETRY_AFTER_MS, wait)))
 
 
+@dataclass
+class Episode:
+    """Shedding since `started` (clock seconds): for the log."""
+
+    started: float
+    refused: int = 0
+    last_refused: float = 0.0
+
+
 Read = Callable[[], Awaitable[Backlog]]
 Lag = Callable[[], float]
 
@@ -135,7 +146,7 @@ class Shedder:
         self._lock = asyncio.Lock()
         self._admissions = 0  # turns admitted here, ever
         self._admissions_at_read = 0  # ... when the current sample's read began
-        self._shedding_since: float | None = None  # for the log
+        self._episode: Episode | None = None  # shedding, for the log
 
     async def retry_after_ms(self) -> int | None:
         """None while new turns are admitted (counted as admitted); else `overloaded`'s
@@ -154,8 +165,7 @@ class Shedder:
             return None
         if hint is None:
             self._admissions += 1
-        if (hint is None) != (self._shedding_since is None):
-            self._log_change(now, hint)
+        self._log_episode(now, hint)
         return hint
 
     async def _estimate(self, max_age_s: float) -> Backlog | None:
@@ -173,23 +183,30 @@ class Shedder:
         from it (counted while a newer read is under way too)."""
         return self._admissions - self._admissions_at_read
 
-    def _log_change(self, now: Backlog, hint: int | None) -> None:
-        """One line when shedding starts (which threshold, and what was read) and one
-        when it ends: what an operator needs to tell a saturated cluster from a tight
-        setting."""
+    def _log_episode(self, now: Backlog, hint: int | None) -> None:
+        """One line when shedding starts (which threshold, and what was read) and one when
+        it has ended (nothing refused for `QUIET_S`): what an operator needs to tell a
+        saturated cluster from a tight setting. Under sustained load shedding flips with
+        every read; those flips are one episode."""
+        clock = self._clock()
         if hint is not None:
-            self._shedding_since = self._clock()
+            if self._episode is None:
+                log.warning(
+                    "overload_shedding_started over=%s turns=%d delegations=%d running=%d "
+                    "admitted_since_read=%d oldest_wait_ms=%.0f pool_wait_ms=%.0f events_lag_ms=%.0f",
+                    over(now, self.limits), now.turns - self._admitted_since_read, now.delegations,
+                    now.running, self._admitted_since_read, now.oldest_wait_ms, now.pool_wait_ms,
+                    now.events_lag_ms,
+                )  # fmt: skip
+                self._episode = Episode(clock)
+            self._episode.refused += 1
+            self._episode.last_refused = clock
+        elif self._episode is not None and clock - self._episode.last_refused >= QUIET_S:
+            episode, self._episode = self._episode, None
             log.warning(
-                "overload_shedding_started over=%s turns=%d delegations=%d running=%d "
-                "admitted_since_read=%d oldest_wait_ms=%.0f pool_wait_ms=%.0f events_lag_ms=%.0f",
-                over(now, self.limits), now.turns - self._admitted_since_read, now.delegations,
-                now.running, self._admitted_since_read, now.oldest_wait_ms, now.pool_wait_ms,
-                now.events_lag_ms,
+                "overload_shedding_ended after_s=%.1f refused=%d",
+                episode.last_refused - episode.started, episode.refused,
             )  # fmt: skip
-        else:
-            assert self._shedding_since is not None
-            log.warning("overload_shedding_ended after_s=%.1f", self._clock() - self._shedding_since)
-            self._shedding_since = None
 
     async def sample(self, max_age_s: float | None = None) -> Backlog | None:
         max_age_s = self._every_s if max_age_s is None else max_age_s

@@ -153,21 +153,27 @@ def test_the_threshold_past_is_named() -> None:
     assert over(Backlog(0, 0, 0, events_lag_ms=600), Thresholds(events_lag_ms=500)) == "events_lag_ms"
 
 
-async def test_shedding_logs_once_when_it_starts_with_the_threshold_and_once_when_it_ends(
+async def test_shedding_logs_once_when_it_starts_with_the_threshold_and_once_when_it_ended(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
     now = [0.0]
-    read = Samples(Backlog(0, 0, 0, running=22), Backlog(0, 0, 0, running=10))
+    read = Samples(
+        Backlog(0, 0, 0, running=22), Backlog(0, 0, 0, running=24), *[Backlog(0, 0, 0, running=10)] * 2
+    )
     shedder = Shedder(read, Thresholds(running=24), every_s=0.5, clock=lambda: now[0])
     with caplog.at_level("WARNING", logger="muster.gateway.overload"):
         assert [await shedder.retry_after_ms() for _ in range(5)] == [None, None, 1_000, 1_000, 1_000]
+        now[0] = 1.0  # flips between admitting and refusing are one episode
+        assert [await shedder.retry_after_ms() for _ in range(2)] == [1_000, 1_000]
         now[0] = 2.0
-        assert await shedder.retry_after_ms() is None
+        assert await shedder.retry_after_ms() is None  # admitted, but only 1 s after a refusal
+        now[0] = 6.0
+        assert await shedder.retry_after_ms() is None  # 5 s without a refusal: ended
     started, ended = [r.getMessage() for r in caplog.records]
     # 22 read under way and 2 admitted since the read: the bound of 24, so the third is shed
     assert started.startswith("overload_shedding_started over=running turns=0 delegations=0 running=22")
     assert "admitted_since_read=2" in started
-    assert ended == "overload_shedding_ended after_s=2.0"
+    assert ended == "overload_shedding_ended after_s=1.0 refused=5"
 
 
 async def test_no_sample_is_read_when_shedding_is_off() -> None:
