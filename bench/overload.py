@@ -2,7 +2,7 @@
 
 On one cluster with overload shedding on (per-user limits off: one user offers everything;
 the thresholds the gateway's defaults, but the bound on turns in flight, off by default,
-set to 1.5 times the saturation run's concurrency):
+set to 1.25 times the saturation run's concurrency):
 idle CPU first; saturation, closed loop (`bench.workload`, C=16), its throughput X and p99;
 then open loop (`bench.openloop`) at 3X for BURST_S, then 0.5X for SETTLE_S, nothing
 retried. It reports admitted and refused turns, the admitted turns' p50/p99 against the p99
@@ -149,8 +149,9 @@ def thresholds(args: argparse.Namespace) -> dict[str, str]:
         ),
         # The bound on turns in flight is off by default (it depends on the deployment's
         # models); the bench sets it, as a deployment would, above what its own saturation
-        # run holds: C turns in flight, and half as many again.
-        "MUSTER_OVERLOAD_RUNNING": str(args.running if args.running is not None else args.c + args.c // 2),
+        # run holds: C turns in flight, and a quarter as many again (by Little's law an
+        # admitted turn then waits about 1.25x what it does at saturation).
+        "MUSTER_OVERLOAD_RUNNING": str(args.running if args.running is not None else args.c + args.c // 4),
         "MUSTER_OVERLOAD_EVENTS_LAG_MS": str(
             args.events_lag_ms
             if args.events_lag_ms is not None
@@ -246,7 +247,7 @@ def cli() -> argparse.Namespace:
     parser.add_argument("--backlog-age-ms", type=int, default=None)
     parser.add_argument("--pool-wait-ms", type=int, default=None)
     parser.add_argument(
-        "--running", type=int, default=None, help="MUSTER_OVERLOAD_RUNNING (default: 1.5 x --c; 0: off)"
+        "--running", type=int, default=None, help="MUSTER_OVERLOAD_RUNNING (default: 1.25 x --c; 0: off)"
     )
     parser.add_argument(
         "--events-lag-ms", type=int, default=None,
