@@ -1,8 +1,11 @@
 """`make bench-overload`: what the cluster promises past saturation (issue 38, ADR 0041).
 
-On one cluster with overload shedding on (per-user limits off: one user offers everything;
-the thresholds the gateway's defaults, but the bound on turns in flight, off by default,
-set to 1.25 times the saturation run's concurrency):
+First a calibration: the saturation run (closed loop, C=16) on a cluster of its own with
+shedding off; its p99 becomes the admitted turns' latency target, as a deployment would set
+it from its own saturation. Then, on a fresh cluster with overload shedding on (per-user
+limits off: one user offers everything; the thresholds the gateway's defaults, but the two
+that are off by default: the bound on turns in flight at 1.25 times the saturation run's
+concurrency, and the latency target, which moves that bound down when turns get slower):
 idle CPU first; saturation, closed loop (`bench.workload`, C=16), its throughput X and p99;
 then open loop (`bench.openloop`) at 3X for BURST_S, then 0.5X for SETTLE_S, nothing
 retried. It reports admitted and refused turns, the admitted turns' p50/p99 against the p99
@@ -132,10 +135,11 @@ async def exactly_once(cluster: BenchCluster, turns: list[Turn]) -> dict[str, An
     }
 
 
-def thresholds(args: argparse.Namespace) -> dict[str, str]:
+def thresholds(args: argparse.Namespace, turn_latency_ms: int) -> dict[str, str]:
     """Shedding on, at the gateway's defaults unless the command line says otherwise."""
     fields = Settings.model_fields
     return {
+        "MUSTER_OVERLOAD_TURN_LATENCY_MS": str(turn_latency_ms),
         "MUSTER_OVERLOAD_BACKLOG": str(
             args.backlog if args.backlog is not None else fields["overload_backlog"].default
         ),
@@ -160,8 +164,23 @@ def thresholds(args: argparse.Namespace) -> dict[str, str]:
     }
 
 
+async def calibrate(args: argparse.Namespace) -> dict[str, Any]:
+    """The saturation run on a cluster of its own, shedding off: the latency target a
+    deployment would set from it (its p99) before it measures anything under shedding."""
+    with BenchCluster() as cluster:
+        await workload(cluster, 40, args.k, 8, "warmup")
+        return await workload(cluster, args.n // 2, args.k, args.c, "calibration")
+
+
 async def run(args: argparse.Namespace) -> dict[str, Any]:
-    env = thresholds(args)
+    calibration = None
+    target = args.turn_latency_ms
+    if target is None:
+        print(f"calibration: closed loop C={args.c} on a cluster of its own ...", flush=True)
+        calibration = await calibrate(args)
+        target = int(calibration["latency_ms"]["p99"])
+        print(f"  p99 {target} ms: the admitted turns' latency target", flush=True)
+    env = thresholds(args, target)
     with BenchCluster(env=env) as cluster:
         print(f"cluster up: {cluster.ready['gateway']} (data {cluster.data_dir})", flush=True)
         await workload(cluster, 40, args.k, 8, "warmup")
@@ -188,6 +207,7 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
         result: dict[str, Any] = {
             "workload": {"name": "overload", "k": args.k, "c": args.c, "n": args.n},
             "thresholds": env,
+            "calibration": calibration,
             "idle": idle,
             "saturation": saturation,
             "offered_turns_per_s": {"burst": round(3 * x, 2), "settle": round(0.5 * x, 2)},
@@ -252,6 +272,10 @@ def cli() -> argparse.Namespace:
     parser.add_argument(
         "--events-lag-ms", type=int, default=None,
         help="MUSTER_OVERLOAD_EVENTS_LAG_MS (default: the gateway's)",
+    )  # fmt: skip
+    parser.add_argument(
+        "--turn-latency-ms", type=int, default=None,
+        help="MUSTER_OVERLOAD_TURN_LATENCY_MS (default: the p99 of a calibration run at --c; 0: off)",
     )  # fmt: skip
     parser.add_argument("--out", type=Path, default=ROOT / "bench-results")
     return parser.parse_args()

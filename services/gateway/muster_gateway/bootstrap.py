@@ -99,6 +99,11 @@ def build_app(settings: Settings, *, tokens: Mapping[str, str], kafka: bool = Tr
                 stack.push_async_callback(_cancel, task)
 
             live_lag = LiveLag() if kafka else None
+            shedder = Shedder(
+                reads.turn_backlog,
+                Thresholds.of(settings),
+                events_lag=live_lag.lag_ms if live_lag is not None else None,
+            )
             if kafka:
                 producer = await start_producer(settings)
                 stack.push_async_callback(producer.stop)
@@ -112,7 +117,7 @@ def build_app(settings: Settings, *, tokens: Mapping[str, str], kafka: bool = Tr
                 background("outbox-dispatch", dispatcher.run)
                 relay = OutboxRelay(pool, settings.database_url, publisher(producer, ringer))
                 background("outbox-relay", relay.run)
-                broker = build_broker(settings, hub, local, live_lag)
+                broker = build_broker(settings, hub, local, live_lag, shedder.latency)
                 await broker.start()
                 stack.push_async_callback(broker.stop)
             background("fanout-poller", hub.run_poller)
@@ -120,11 +125,6 @@ def build_app(settings: Settings, *, tokens: Mapping[str, str], kafka: bool = Tr
             uows = partial(PostgresUnitOfWork, pool)
             mcp = McpTools.from_settings(settings)
             stack.push_async_callback(mcp.close)
-            shedder = Shedder(
-                reads.turn_backlog,
-                Thresholds.of(settings),
-                events_lag=live_lag.lag_ms if live_lag is not None else None,
-            )
             admission = Admission(UserLimits.of(settings), shedder)
             app.state.gateway = Gateway(
                 settings, auth, metrics, reads, hub, local, uows, mcp, admission=admission

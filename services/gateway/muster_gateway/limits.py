@@ -205,3 +205,9 @@ class Admission:
         """What the decisions that start turns are told now."""
         shed = await self.shedder.retry_after_ms() if self.shedder is not None else None
         return TurnAdmission(self.limits.max_running, shed)
+
+    def turn_started(self, session_id: str) -> None:
+        """A decision told by `turns` started a turn of `session_id` (its latency is what a
+        latency target measures, `turn_latency`)."""
+        if self.shedder is not None:
+            self.shedder.turn_started(session_id)

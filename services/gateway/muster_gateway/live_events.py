@@ -22,6 +22,7 @@ from muster_gateway import streams
 from muster_gateway.fanout import Hub
 from muster_gateway.live_lag import LiveLag
 from muster_gateway.local_tools import LocalTools
+from muster_gateway.turn_latency import TurnLatency
 
 LIVE_EVENTS = "gateway-live-events"  # the subscriber's AsyncAPI title
 DELTAS = "gateway-deltas"
@@ -40,11 +41,15 @@ def acts_on(hub: Hub, local: LocalTools | None) -> Callable[[bytes], bool]:
 
 
 def build_broker(
-    settings: Settings, hub: Hub, local: LocalTools | None = None, lag: LiveLag | None = None
+    settings: Settings,
+    hub: Hub,
+    local: LocalTools | None = None,
+    lag: LiveLag | None = None,
+    turns: TurnLatency | None = None,
 ) -> KafkaBroker:
     """The live-event consumer. Its own group per instance: every gateway must see every
-    event, since any of them may hold a subscriber of any session. `lag` is told of every
-    batch (overload shedding reads it)."""
+    event, since any of them may hold a subscriber of any session. `lag` and `turns` are
+    told of every batch (overload shedding reads them)."""
     # Our log format (per-message lines only at DEBUG), adaptive fetch wait, patient start;
     # woken only by rings for records it acts on.
     # A consumer of all of `muster.events` that falls behind catches up without its bell
@@ -71,6 +76,8 @@ def build_broker(
         records = records_of(msg.raw_message)
         if lag is not None:
             lag.observe(records)
+        if turns is not None:
+            turns.observe(records)
         for record in records:
             stream_id = record.key.decode(errors="replace") if record.key else None
             if stream_id is None or not hub.is_watched(stream_id):

@@ -27,6 +27,8 @@ from dataclasses import dataclass, replace
 
 from muster_runtime.process.settings import Settings
 
+from muster_gateway.turn_latency import TurnLatency
+
 log = logging.getLogger("muster.gateway.overload")
 
 # Often enough that a burst between two reads stays small; a read costs well under a
@@ -67,6 +69,7 @@ class Thresholds:
     pool_wait_ms: int = 0
     running: int = 0  # turns under way plus turns not yet started
     events_lag_ms: int = 0  # the live-event consumer's lag
+    turn_latency_ms: int = 0  # the admitted turns' latency target: moves the bound (`turn_latency`)
 
     @classmethod
     def of(cls, settings: Settings) -> Thresholds:
@@ -76,12 +79,18 @@ class Thresholds:
             settings.overload_pool_wait_ms,
             settings.overload_running,
             settings.overload_events_lag_ms,
+            settings.overload_turn_latency_ms,
         )
 
     @property
     def off(self) -> bool:
         return not (
-            self.backlog or self.backlog_age_ms or self.pool_wait_ms or self.running or self.events_lag_ms
+            self.backlog
+            or self.backlog_age_ms
+            or self.pool_wait_ms
+            or self.running
+            or self.events_lag_ms
+            or self.turn_latency_ms
         )
 
 
@@ -136,6 +145,11 @@ class Shedder:
         confirm_s: float = CONFIRM_EVERY_S,
     ) -> None:  # fmt: skip
         self._read = read
+        # With a latency target the bound on turns in flight follows the admitted turns'
+        # latency, under the configured bound if there is one.
+        self.latency = (
+            TurnLatency(limits.turn_latency_ms, limits.running, clock) if limits.turn_latency_ms else None
+        )
         self._events_lag = events_lag
         self.limits = limits
         self._every_s = every_s
@@ -154,19 +168,29 @@ class Shedder:
         if self.limits.off:
             return None
         now = await self._estimate(self._every_s)
-        hint = None if now is None else shedding(now, self.limits)
+        hint = None if now is None else shedding(now, self._limits(now))
         if hint is not None and self._admitted_since_read:
             # The estimate adds the turns admitted since the read but cannot subtract those
             # that ended since: a closed loop whose clients all saw their turns end in one
             # batch looked twice its size. Refuse only on a read that recent.
             now = await self._estimate(self._confirm_s)
-            hint = None if now is None else shedding(now, self.limits)
+            hint = None if now is None else shedding(now, self._limits(now))
         if now is None:
             return None
         if hint is None:
             self._admissions += 1
         self._log_episode(now, hint)
         return hint
+
+    def turn_started(self, session_id: str) -> None:
+        """A turn admitted here was started (measured when a latency target is set)."""
+        if self.latency is not None:
+            self.latency.started(session_id)
+
+    def _limits(self, now: Backlog) -> Thresholds:
+        if self.latency is None:
+            return self.limits
+        return replace(self.limits, running=self.latency.current(now.running + now.turns))
 
     async def _estimate(self, max_age_s: float) -> Backlog | None:
         """A read no older than `max_age_s`, with the turns admitted since and the live
@@ -193,10 +217,11 @@ class Shedder:
             if self._episode is None:
                 log.warning(
                     "overload_shedding_started over=%s turns=%d delegations=%d running=%d "
-                    "admitted_since_read=%d oldest_wait_ms=%.0f pool_wait_ms=%.0f events_lag_ms=%.0f",
-                    over(now, self.limits), now.turns - self._admitted_since_read, now.delegations,
-                    now.running, self._admitted_since_read, now.oldest_wait_ms, now.pool_wait_ms,
-                    now.events_lag_ms,
+                    "admitted_since_read=%d oldest_wait_ms=%.0f pool_wait_ms=%.0f events_lag_ms=%.0f "
+                    "bound=%d",
+                    over(now, self._limits(now)), now.turns - self._admitted_since_read,
+                    now.delegations, now.running, self._admitted_since_read, now.oldest_wait_ms,
+                    now.pool_wait_ms, now.events_lag_ms, self._limits(now).running,
                 )  # fmt: skip
                 self._episode = Episode(clock)
             self._episode.refused += 1

@@ -84,6 +84,8 @@ async def _create_session(gw: Gateway, client: Client, frame: Frame) -> None:
     ack = await commands.create_session(
         gw.uows, client.user_id, frame.data, gw.settings.workspaces_dir, turns=await gw.admission.turns()
     )
+    if "messageId" in ack:  # its first turn started
+        gw.admission.turn_started(ack["sessionId"])
     client.reply("ack", frame.id, ack)
     gw.hub.subscribe(client, ack["sessionId"], Cursor(0, 0))  # all of its events, in order
 
@@ -93,6 +95,7 @@ async def _create_side_session(gw: Gateway, client: Client, frame: Frame) -> Non
     ack = await side_sessions.create_side_session(
         gw.uows, client.user_id, frame.session_id, frame.data, turns=await gw.admission.turns()
     )
+    gw.admission.turn_started(ack["sessionId"])
     client.reply("ack", frame.id, ack)
     gw.hub.subscribe(client, ack["sessionId"], Cursor(0, 0))  # all of its events, in order
 
@@ -102,6 +105,8 @@ async def _send_message(gw: Gateway, client: Client, frame: Frame) -> None:
     ack = await commands.send_message(
         gw.uows, client.user_id, frame.session_id, frame.data, turns=await gw.admission.turns()
     )
+    if not ack["queued"] and not ack.get("duplicate"):  # it started a turn (not queued input)
+        gw.admission.turn_started(str(parse_session_id(frame.session_id)))
     client.reply("ack", frame.id, ack)
 
 

@@ -206,6 +206,11 @@ class Settings(BaseSettings):
     overload_events_lag_ms: int = Field(
         5_000, ge=0, validation_alias=_var("MUSTER_OVERLOAD_EVENTS_LAG_MS")
     )
+    # The latency the turns a gateway admitted should keep, admission to end (the 90th
+    # percentile of each second's): past it that gateway lowers its bound on turns in flight,
+    # below it raises it again (`turn_latency`, ADR 0041). Off by default, as the bound is:
+    # it depends on the deployment's models; under the bound when both are set.
+    overload_turn_latency_ms: int = Field(0, ge=0, validation_alias=_var("MUSTER_OVERLOAD_TURN_LATENCY_MS"))
 
     # --- tracing: on only when an OTLP endpoint is configured (the standard OTEL_*
     # variables; the exporter reads the rest of them itself): off, no tracer exists (ADR 0017).
