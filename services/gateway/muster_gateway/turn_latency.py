@@ -73,9 +73,9 @@ class TurnLatency:
 
     def current(self, in_flight: int) -> int:
         """The bound now, for a decision that sees `in_flight` turns; moved once a window."""
-        self._peak = max(self._peak, in_flight)
         if self._clock() - self._window_from >= WINDOW_S:
-            self._move()
+            self._move()  # on what the window before saw
+        self._peak = max(self._peak, in_flight)
         return self.bound
 
     def _move(self) -> None:
