@@ -167,15 +167,6 @@ def saturable(launch: Launch) -> Iterator[Launcher]:
     cluster.stop()
 
 
-async def logged(cluster: Launcher, line: str) -> None:
-    """Wait until the cluster's log holds `line` (the supervisor copies the services'
-    output to it as it comes)."""
-    deadline = time.monotonic() + 10
-    while line not in cluster.log_path.read_text():
-        assert time.monotonic() < deadline, f"not logged: {line}"
-        await asyncio.sleep(0.1)  # polling for the condition
-
-
 async def test_new_turns_are_shed_while_the_backlog_is_over_its_threshold(saturable: Launcher) -> None:
     alice = await Client.connect(saturable.ws_url, TOKENS["alice"])
     bob = await Client.connect(saturable.ws_url, TOKENS["bob"])
@@ -199,7 +190,7 @@ async def test_new_turns_are_shed_while_the_backlog_is_over_its_threshold(satura
         shed = dict(reply["data"])
         assert shed["code"] == "overloaded" and shed["retryAfterMs"] >= 1000, shed
         # The operator is told which threshold sheds (the first test on this cluster).
-        await logged(saturable, "overload_shedding_started over=backlog ")
+        await asyncio.to_thread(saturable.wait_line, "overload_shedding_started over=backlog ", 0, 1, 10)
         # Cancel is always admitted (and drops what it cancels from the backlog).
         cancelled = waiting.pop(0)[1]
         await alice.ack("cancel", cancelled)
