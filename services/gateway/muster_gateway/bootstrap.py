@@ -36,7 +36,8 @@ from muster_gateway.live_events import build_broker
 from muster_gateway.live_lag import LiveLag
 from muster_gateway.local_tools import LocalTools
 from muster_gateway.metrics import Metrics
-from muster_gateway.overload import Shedder, Thresholds
+from muster_gateway.overload import Shedder
+from muster_gateway.overload_rule import Thresholds
 from muster_gateway.postgres_reads import PostgresReads
 
 log = logging.getLogger("muster.gateway")

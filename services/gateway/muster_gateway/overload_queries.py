@@ -10,7 +10,7 @@ import time
 from muster_runtime.process.db import Pool
 from muster_runtime.uow.phases import ACTIVE_PHASES, RUNNING_PHASES
 
-from muster_gateway.overload import Backlog
+from muster_gateway.overload_rule import Backlog
 
 QUERY_TIMEOUT_S = 2.0
 

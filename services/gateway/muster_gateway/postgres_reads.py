@@ -14,7 +14,7 @@ from muster_runtime.process.db import Pool
 
 from muster_gateway import overload_queries, queries, recovery_queries, streams, tree_queries, wait_queries
 from muster_gateway.fanout import Cursor, EventRow
-from muster_gateway.overload import Backlog
+from muster_gateway.overload_rule import Backlog
 from muster_gateway.read_port import ClientReads, Item
 from muster_gateway.recovery_metrics import RecoverySnapshot
 

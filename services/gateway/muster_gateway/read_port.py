@@ -16,7 +16,7 @@ from typing import Any
 from uuid import UUID
 
 from muster_gateway.fanout import Cursor, EventRow
-from muster_gateway.overload import Backlog
+from muster_gateway.overload_rule import Backlog
 from muster_gateway.recovery_metrics import RecoverySnapshot
 
 Item = dict[str, Any]  # an item of a REST answer, in its public (camelCase) shape

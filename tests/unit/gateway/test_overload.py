@@ -18,7 +18,8 @@ from muster_contracts.session_events import SessionDeleted
 from muster_gateway import commands, overload_queries, side_sessions
 from muster_gateway.errors import GatewayError
 from muster_gateway.limits import Admission, TurnAdmission, UserLimits
-from muster_gateway.overload import Backlog, Shedder, Thresholds, over, shedding
+from muster_gateway.overload import Shedder
+from muster_gateway.overload_rule import Backlog, Thresholds, over, shedding
 from muster_gateway.protocol import CreateSessionData, CreateSideSessionData, SendMessageData
 from muster_runtime.process.db import Pool, create_pool
 from muster_runtime.process.settings import Settings

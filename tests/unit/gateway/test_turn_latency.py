@@ -8,7 +8,8 @@ from types import SimpleNamespace
 from typing import Any
 
 import orjson
-from muster_gateway.overload import Backlog, Shedder, Thresholds
+from muster_gateway.overload import Shedder
+from muster_gateway.overload_rule import Backlog, Thresholds
 from muster_gateway.turn_latency import NO_CEILING, TurnLatency, p90
 
 A, B, C = "11111111-1111-1111-1111-111111111111", "22222222-2222-2222-2222-222222222222", "33333333-3333-3333-3333-333333333333"
