@@ -55,6 +55,8 @@ class BenchCluster:
             MUSTER_OVERLOAD_BACKLOG_AGE_MS="0",
             MUSTER_OVERLOAD_POOL_WAIT_MS="0",
             MUSTER_OVERLOAD_RUNNING="0",
+            MUSTER_OVERLOAD_EVENTS_LAG_MS="0",
+            MUSTER_OVERLOAD_TURN_LATENCY_MS="0",
             MUSTER_LOG_LEVEL=os.environ.get("MUSTER_LOG_LEVEL", "WARNING"),
             PYTHONUNBUFFERED="1",
         )
