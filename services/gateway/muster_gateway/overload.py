@@ -91,18 +91,22 @@ class Shedder:
         if self.limits.off:
             return None
         now = await self._estimate(self._every_s)
-        hint = None if now is None else shedding(now, self._limits(now))
+        if now is None:
+            return None
+        limits = self._limits(now)
+        hint = shedding(now, limits)
         if hint is not None and self._admitted_since_read:
             # The estimate adds the turns admitted since the read but cannot subtract those
             # that ended since: a closed loop whose clients all saw their turns end in one
             # batch looked twice its size. Refuse only on a read that recent.
             now = await self._estimate(self._confirm_s)
-            hint = None if now is None else shedding(now, self._limits(now))
-        if now is None:
-            return None
+            if now is None:
+                return None
+            limits = self._limits(now)
+            hint = shedding(now, limits)
         if hint is None:
             self._admissions += 1
-        self._log_episode(now, hint)
+        self._log_episode(now, limits, hint)
         return hint
 
     def turn_started(self, session_id: str) -> None:
@@ -130,7 +134,7 @@ class Shedder:
         from it (counted while a newer read is under way too)."""
         return self._admissions - self._admissions_at_read
 
-    def _log_episode(self, now: Backlog, hint: int | None) -> None:
+    def _log_episode(self, now: Backlog, limits: Thresholds, hint: int | None) -> None:
         """One line when shedding starts (which threshold, and what was read) and one when
         it has ended (nothing refused for `QUIET_S`): what an operator needs to tell a
         saturated cluster from a tight setting. Under sustained load shedding flips with
@@ -142,9 +146,9 @@ class Shedder:
                     "overload_shedding_started over=%s turns=%d delegations=%d running=%d "
                     "admitted_since_read=%d oldest_wait_ms=%.0f pool_wait_ms=%.0f events_lag_ms=%.0f "
                     "bound=%d",
-                    over(now, self._limits(now)), now.turns - self._admitted_since_read,
+                    over(now, limits), now.turns - self._admitted_since_read,
                     now.delegations, now.running, self._admitted_since_read, now.oldest_wait_ms,
-                    now.pool_wait_ms, now.events_lag_ms, self._limits(now).running,
+                    now.pool_wait_ms, now.events_lag_ms, limits.running,
                 )  # fmt: skip
                 self._episode = Episode(clock)
             self._episode.refused += 1
