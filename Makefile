@@ -8,7 +8,7 @@ VENV := .venv
 # Never download an interpreter: the project runs on the machine's own Python.
 export UV_PYTHON_DOWNLOADS := never
 
-.PHONY: install run test lint bench bench-waiting bench-overload bench-table bench-console docs clean rebuild rebuild-check chaos soak fuzz engine images compose-test
+.PHONY: install run test lint bench bench-waiting bench-overload bench-table bench-console bench-floors docs clean rebuild rebuild-check chaos soak fuzz engine images compose-test
 
 .tools/bin/uv:
 	$(PYTHON) -m venv .tools
@@ -57,6 +57,14 @@ bench: install
 # The history table of bench/results/*.json (one file per measured run) into bench/results/README.md.
 bench-table: install
 	$(VENV)/bin/python -m bench.results.table --write
+
+# Where a turn goes: the C=1 turn hop by hop (bench.timeline), the statements a C=16 turn
+# runs in PostgreSQL with their time (bench.statements), and what one PostgreSQL round trip
+# and one Kafka record cost in CPU (bench.round_trips); each on a fresh cluster.
+bench-floors: install
+	$(VENV)/bin/python -m bench.timeline
+	$(VENV)/bin/python -m bench.statements
+	$(VENV)/bin/python -m bench.round_trips
 
 # Idle CPU and throughput with 1,000 sessions waiting for an approval, against none.
 bench-waiting: install
