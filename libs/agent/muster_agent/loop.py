@@ -183,7 +183,9 @@ async def step(deps: LoopDeps, state: SessionState | None) -> Step:
     rounds = _rounds_this_turn(state)
     if rounds >= agent.max_rounds:
         return await _close_turn(deps, state, [], failure=f"max rounds ({agent.max_rounds}) exceeded")
-    spent = spent_tokens(state)
+    # Summed only under a budget: it reads the whole history, so a step would cost more
+    # the longer the session (`make bench`'s step cost).
+    spent = spent_tokens(state) if deps.token_budget else 0
     if deps.token_budget and spent >= deps.token_budget:
         failure = f"token budget spent: the session used {spent} of its {deps.token_budget} tokens"
         return await _close_turn(deps, state, [], failure=failure)

@@ -277,3 +277,14 @@ async def test_cancelling_a_streamed_step_stops_its_pieces() -> None:
 async def test_an_invalid_stream_option_fails_the_step(stream: Any, error: str) -> None:
     with pytest.raises(ModelError, match=error):
         await ScriptedModel().complete(request(user(script({"content": "x", "stream": stream}))))
+
+
+async def test_usage_counts_the_text_of_every_message_parts_included() -> None:
+    text = script({"content": "ok"})
+    parts = [{"type": "text", "text": "abcd" * 3}, {"type": "image_url", "image_url": {}}]
+    base = request(SYSTEM, user(text))
+    more = request(SYSTEM, {"role": "user", "content": parts}, assistant("", 1), tool("c0"), user(text))
+    chars = len(SYSTEM["content"]) + len(text)
+    extra = 12 + 0 + len('{"success": true}')  # the parts' text, an empty answer, the tool's
+    assert (await ScriptedModel().complete(base)).usage.prompt_tokens == (chars + 3) // 4
+    assert (await ScriptedModel().complete(more)).usage.prompt_tokens == (chars + extra + 3) // 4

@@ -7,6 +7,7 @@ answer and the same tool-call ids as the attempt that died.
 from __future__ import annotations
 
 import asyncio
+import functools
 import hashlib
 import json
 from collections.abc import Callable
@@ -37,9 +38,12 @@ def tool_call_id(session_id: str, user_index: int, step: int, position: int, sum
     return "call_" + hashlib.sha1(key.encode()).hexdigest()[:24]
 
 
-def parse_script(text: str) -> list[_Step] | None:
+@functools.lru_cache(maxsize=256)
+def parse_script(text: str) -> tuple[_Step, ...] | None:
     """The steps of a `#script` message, None when it is not a script. The whole script is
-    validated up front so a mistake fails the first step, not a surprising later one."""
+    validated up front so a mistake fails the first step, not a surprising later one.
+    Every step of a turn parses its USER message again: the parse is kept for the turns in
+    flight (the steps are frozen; a bad script raises, and is not kept)."""
     if not text.startswith(SCRIPT_PREFIX):
         return None
     body = text[len(SCRIPT_PREFIX) :]
@@ -51,7 +55,7 @@ def parse_script(text: str) -> list[_Step] | None:
         raise ModelError(f"invalid #script: not valid JSON ({exc})") from None
     if not isinstance(data, dict) or not isinstance(data.get("steps"), list):
         raise ModelError('invalid #script: expected a JSON object {"steps": [...]}')
-    return [_parse_step(i, raw) for i, raw in enumerate(data["steps"])]
+    return tuple(_parse_step(i, raw) for i, raw in enumerate(data["steps"]))
 
 
 def _parse_step(index: int, raw: Any) -> _Step:
