@@ -95,6 +95,9 @@ async def kafka(bootstrap: str, broker: psutil.Process, count: int) -> dict[str,
     await consumer.start()
     partition = TopicPartition(TOPIC, 0)
     consumer.assign([partition])
+    # The topic is new: read it from its start, so no record is missed before the
+    # consumer's position is first set.
+    await consumer.seek_to_beginning(partition)
     waits: list[float] = []
     try:
 
