@@ -184,3 +184,19 @@ async def test_configuration_from_env_and_lazy_client(monkeypatch: pytest.Monkey
     monkeypatch.setenv("MUSTER_OPENAI_API_KEY", "sk-muster-key")
     assert OpenAIModel.from_env()._api_key == "sk-muster-key"  # MUSTER_* wins
     await env_model.aclose()
+
+
+async def test_a_lone_surrogate_in_the_reply_becomes_a_replacement_character() -> None:
+    # JSON may escape half a surrogate pair ("\udc00"); UTF-8 and jsonb cannot hold it, so
+    # the record of the reply would fail the turn.
+    body = completion({"role": "assistant", "content": "ok \udc00 done", "tool_calls": [
+        {"id": "call_1", "type": "function", "function": {"name": "write_file", "arguments": '{"content": "\ud800"}'}},
+    ]})
+
+    async def handler(request: httpx.Request) -> httpx.Response:
+        return httpx.Response(200, content=json.dumps(body).encode(), headers={"content-type": "application/json"})
+
+    reply = await model(handler).complete(request())
+    assert reply.content == "ok \ufffd done"
+    assert reply.tool_calls[0].arguments == '{"content": "\ufffd"}'
+    json.dumps(reply.to_message(), ensure_ascii=False).encode()  # storable: UTF-8 holds it

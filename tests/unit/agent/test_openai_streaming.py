@@ -243,3 +243,22 @@ async def test_streaming_off_uses_the_plain_completion(server: ChatServer) -> No
         await adapter.aclose()
     assert reply.content == "plain"
     assert "stream" not in server.requests()[-1]
+
+
+async def test_a_pair_split_across_pieces_is_joined_and_a_lone_half_replaced(server: ChatServer) -> None:
+    server.replies = [transcript(
+        chunk({"content": "smile \ud83d"}), chunk({"content": "\ude00 and \udc00"}),
+        chunk({"tool_calls": [{"index": 0, "id": "c", "type": "function",
+                               "function": {"name": "write_file", "arguments": '{"content": "\udfff"}'}}]}),
+        chunk({}, "stop"),
+    )]
+    pieces: list[str] = []
+    adapter = model(server)
+    try:
+        reply = await adapter.complete(request(pieces))
+    finally:
+        await adapter.aclose()
+    assert reply.content == "smile \U0001f600 and \ufffd"
+    assert reply.tool_calls[0].arguments == '{"content": "\ufffd"}'
+    # Each piece is published on its own: its halves cannot be joined, only replaced.
+    assert pieces == ["smile \ufffd", "\ufffd and \ufffd"]

@@ -7,9 +7,14 @@ conversion layer can drift between them.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Protocol
+
+# A code point in the surrogate range left alone in a str: JSON text may carry one
+# ("\udc00"), but neither UTF-8 nor PostgreSQL's jsonb can hold it.
+_LONE_SURROGATE = re.compile("[\ud800-\udfff]")
 
 
 class ModelError(Exception):
@@ -67,6 +72,24 @@ class ModelReply:
         if self.tool_calls:
             message["tool_calls"] = [call.to_openai() for call in self.tool_calls]
         return message
+
+    def storable(self) -> ModelReply:
+        """The reply with every lone surrogate of its text replaced (`storable`): what a
+        provider hands back, so one odd character cannot fail the turn's record."""
+        calls = tuple(
+            replace(call, name=storable(call.name), arguments=storable(call.arguments))
+            for call in self.tool_calls
+        )
+        return replace(self, content=storable(self.content), tool_calls=calls)
+
+
+def storable(text: str) -> str:
+    """`text` with each lone surrogate replaced by U+FFFD (the replacement character), as a
+    decoder does with bytes it cannot read. Two halves of a pair that came apart (a streamed
+    answer's pieces, each JSON of its own) are joined into their character again."""
+    if _LONE_SURROGATE.search(text) is None:
+        return text
+    return text.encode("utf-16-le", "surrogatepass").decode("utf-16-le", "replace")
 
 
 @dataclass(frozen=True)

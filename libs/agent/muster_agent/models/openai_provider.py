@@ -133,7 +133,7 @@ class OpenAIModel:
             content=message.content or "",
             tool_calls=tuple(calls),
             usage=Usage(usage.prompt_tokens, usage.completion_tokens) if usage else Usage(),
-        )
+        ).storable()
 
     async def _streamed(self, request: ModelRequest, extra: dict[str, Any]) -> ModelReply:
         """The answer streamed (SSE) and assembled; each text piece told to `on_text` as it
@@ -165,7 +165,7 @@ class OpenAIModel:
             raise ModelError(f"the model's stream from {where} broke off") from None
         except openai.OpenAIError as exc:
             raise ModelError(f"model API call failed: {self._scrub(str(exc))}") from None
-        return assembler.reply()
+        return assembler.reply().storable()
 
     def _detail(self, exc: openai.APIStatusError) -> str:
         body = exc.body

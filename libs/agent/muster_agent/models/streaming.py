@@ -22,7 +22,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from muster_agent.models.base import ModelError, ModelReply, ToolCall, Usage
+from muster_agent.models.base import ModelError, ModelReply, ToolCall, Usage, storable
 
 
 @dataclass
@@ -55,7 +55,8 @@ class ReplyAssembler:
                 if delta.content:
                     self._text.append(delta.content)
                     if self._on_text is not None:
-                        self._on_text(delta.content)
+                        # A preview is published as JSON: a lone surrogate would fail it.
+                        self._on_text(storable(delta.content))
                 for call in delta.tool_calls or ():
                     self._add_call(call)
             if choice.finish_reason:
