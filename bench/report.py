@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import json
+import time
+from pathlib import Path
 from typing import Any
 
 from bench import peers, rebuild, step_cost
@@ -110,3 +113,11 @@ def table(report: dict[str, Any]) -> str:
         "See docs/performance.md for what each figure means.",
     ]
     return "\n".join(lines)
+
+
+def write_json(result: dict[str, Any], out: Path, prefix: str) -> Path:
+    """`result` as `<out>/<prefix>-<UTC time>.json`; the path written."""
+    out.mkdir(parents=True, exist_ok=True)
+    path = out / f"{prefix}-{time.strftime('%Y%m%d-%H%M%S', time.gmtime())}.json"
+    path.write_text(json.dumps(result, indent=2))
+    return path

@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import json
 import statistics
 import time
 from pathlib import Path
@@ -31,6 +30,7 @@ import psutil
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 
+from bench import report
 from bench.cluster import ROOT, BenchCluster
 
 TOPIC = "bench.round-trips"
@@ -135,13 +135,6 @@ async def main(args: argparse.Namespace) -> dict[str, Any]:
     return result
 
 
-def write(result: dict[str, Any], out: Path) -> Path:
-    out.mkdir(parents=True, exist_ok=True)
-    path = out / f"round-trips-{time.strftime('%Y%m%d-%H%M%S')}.json"
-    path.write_text(json.dumps(result, indent=2))
-    return path
-
-
 def cli() -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--count", type=int, default=3000, help="PostgreSQL round trips (a third as many records)")
@@ -151,4 +144,5 @@ def cli() -> argparse.Namespace:
 
 if __name__ == "__main__":
     arguments = cli()
-    print(f"wrote {write(asyncio.run(main(arguments)), Path(arguments.out))}")
+    path = report.write_json(asyncio.run(main(arguments)), Path(arguments.out), "round-trips")
+    print(f"wrote {path}")

@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import json
 import signal
 import time
 from pathlib import Path
@@ -30,6 +29,7 @@ from typing import Any
 
 import asyncpg
 
+from bench import report
 from bench.cluster import ROOT, BenchCluster
 from bench.workload import workload
 
@@ -146,13 +146,7 @@ def cli() -> argparse.Namespace:
     return parser.parse_args()
 
 
-def write(result: dict[str, Any], out: Path) -> Path:
-    out.mkdir(parents=True, exist_ok=True)
-    path = out / f"statements-{time.strftime('%Y%m%d-%H%M%S')}.json"
-    path.write_text(json.dumps(result, indent=2))
-    return path
-
-
 if __name__ == "__main__":
     arguments = cli()
-    print(f"wrote {write(asyncio.run(main(arguments)), Path(arguments.out))}")
+    path = report.write_json(asyncio.run(main(arguments)), Path(arguments.out), "statements")
+    print(f"wrote {path}")

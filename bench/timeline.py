@@ -33,6 +33,7 @@ import websockets
 from aiokafka import AIOKafkaConsumer, TopicPartition
 from muster_runtime.messaging import topics
 
+from bench import report
 from bench.cluster import ROOT, BenchCluster
 from bench.workload import TERMINAL, parent_script
 
@@ -192,13 +193,7 @@ def cli() -> argparse.Namespace:
     return parser.parse_args()
 
 
-def write(result: dict[str, Any], out: Path) -> Path:
-    out.mkdir(parents=True, exist_ok=True)
-    path = out / f"timeline-{time.strftime('%Y%m%d-%H%M%S')}.json"
-    path.write_text(json.dumps(result, indent=2))
-    return path
-
-
 if __name__ == "__main__":
     arguments = cli()
-    print(f"wrote {write(asyncio.run(main(arguments)), Path(arguments.out))}")
+    path = report.write_json(asyncio.run(main(arguments)), Path(arguments.out), "timeline")
+    print(f"wrote {path}")

@@ -19,6 +19,21 @@ from chaos.workload import SessionPlan, followup_content
 from chaos.wsconn import Conn, Lost
 
 WS_GRACE_S = 10.0  # how long WS may trail REST before the frames count as missing
+MAX_SHED_WAIT_S = 10.0  # the longest wait after an `overloaded` refusal, whatever its hint
+
+
+async def after_shedding(reply: dict[str, Any], out: Outcome, what: str) -> bool:
+    """True, after waiting as the refusal asks, when `reply` refused a new turn as
+    `overloaded` (ADR 0041): a kill can leave the gateway's live consumer behind long
+    enough to shed, and a client is told to come back, not to give up."""
+    data = reply.get("data") or {}
+    if reply.get("type") != "error" or data.get("code") != "overloaded":
+        return False
+    wait_s = min(MAX_SHED_WAIT_S, max(0.1, float(data.get("retryAfterMs", 1000)) / 1000))
+    out.shed += 1
+    print(f"[chaos] {what} shed (overloaded) for {out.title}: asking again in {wait_s:.1f} s", flush=True)
+    await asyncio.sleep(wait_s)
+    return True
 
 
 class Unfinished(Exception):
@@ -64,7 +79,7 @@ class Driver:
 
     async def _drive(self, plan: SessionPlan, out: Outcome) -> None:
         conn, rest = self.conns[plan.user], self.rests[plan.user]
-        session_id, message_id = await self._create(conn, plan)
+        session_id, message_id = await self._create(conn, plan, out)
         out.session_id = session_id
         out.acked.append(message_id)
         if plan.kind == "approval":
@@ -112,11 +127,10 @@ class Driver:
             )
             if child is None:
                 raise RuntimeError("first turn has no TOOL result with child_session_id")
-            reply = await conn.request(
-                "send_message",
-                session_id,
-                {"content": followup_content(plan, str(child)), "clientMessageId": f"{plan.title}-2"},
-            )
+            followup = {"content": followup_content(plan, str(child)), "clientMessageId": f"{plan.title}-2"}
+            reply = await conn.request("send_message", session_id, followup)
+            while await after_shedding(reply, out, "send_message"):
+                reply = await conn.request("send_message", session_id, followup)
             if reply["type"] != "ack":
                 raise RuntimeError(f"send_message refused: {reply}")
             second = str(reply["data"]["messageId"])
@@ -135,7 +149,7 @@ class Driver:
         for depth, (mode, content) in enumerate(plan.side_tasks, start=1):
             client_id = f"{plan.title}-side-{depth}"
             data = {"content": content, "contextMode": mode, "clientMessageId": client_id}
-            source, message_id = await self._create_side(conn, source, data, client_id)
+            source, message_id = await self._create_side(conn, source, data, client_id, out)
             out.side_tasks.append(source)
             out.acked.append(message_id)
             phase = await self._turn(conn, rest, source, message_id, out)
@@ -144,12 +158,14 @@ class Driver:
                 return
 
     async def _create_side(
-        self, conn: Conn, source: str, data: dict[str, Any], client_id: str
+        self, conn: Conn, source: str, data: dict[str, Any], client_id: str, out: Outcome
     ) -> tuple[str, str]:
         """create_side_session is not idempotent either: after a lost reply, look it up."""
         while True:
             try:
                 reply = await conn.request("create_side_session", source, data, retry=False)
+                if await after_shedding(reply, out, "create_side_session"):
+                    continue
             except (TimeoutError, Lost):
                 await conn.request("ping")
                 row = None
@@ -169,13 +185,15 @@ class Driver:
             await conn.subscribe(side_id)
             return side_id, message_id
 
-    async def _create(self, conn: Conn, plan: SessionPlan) -> tuple[str, str]:
+    async def _create(self, conn: Conn, plan: SessionPlan, out: Outcome) -> tuple[str, str]:
         """create_session is not idempotent: after a lost reply, look the title up."""
         client_id = f"{plan.title}-1"
         data = {"title": plan.title, "content": plan.first, "clientMessageId": client_id, **plan.settings}
         while True:
             try:
                 reply = await conn.request("create_session", data=data, retry=False)
+                if await after_shedding(reply, out, "create_session"):
+                    continue
             except (TimeoutError, Lost):
                 # Once a gateway answers again, the old one's transaction has ended (it is
                 # dead, or it was only slow): look twice before creating again.

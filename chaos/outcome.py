@@ -23,4 +23,5 @@ class Outcome:
     side_tasks: list[str] = field(default_factory=list)
     approvals: int = 0  # approvals this driver answered (kind approval)
     ws_trailing: int = 0  # times REST showed a turn's end before WS did
+    shed: int = 0  # new turns the gateway refused as `overloaded`, asked again after its hint
     seconds: float = 0.0

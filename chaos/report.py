@@ -40,6 +40,8 @@ def build(
         "kills": [s.as_dict() for s in steps],
         "kill_count": sum(len(s.targets) for s in steps),
         "sessions_by_outcome": dict(sorted(by_outcome.items())),
+        # New turns refused as `overloaded` and asked again after the hint (ADR 0041).
+        "shed_refusals": sum(o.shed for o in outcomes),
         "unexpected_outcomes": unexpected,
         "quiescence": extra["quiescence"],
         "exercised": extra["exercised"],
@@ -61,6 +63,8 @@ def show(report: dict[str, Any]) -> None:
             f"in flight {k['inflight']}, pids {k['old_pids']} -> {k['new_pids']} ({k['restart_s']}s){err}"
         )
     print("sessions by outcome:", ", ".join(f"{k}={v}" for k, v in report["sessions_by_outcome"].items()))
+    if report["shed_refusals"]:
+        print(f"new turns refused as overloaded, then asked again: {report['shed_refusals']}")
     for line in report["unexpected_outcomes"]:
         print("  unexpected:", line)
     for line in report["unexpected_exits"]:
