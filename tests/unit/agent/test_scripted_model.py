@@ -288,3 +288,11 @@ async def test_usage_counts_the_text_of_every_message_parts_included() -> None:
     extra = 12 + 0 + len('{"success": true}')  # the parts' text, an empty answer, the tool's
     assert (await ScriptedModel().complete(base)).usage.prompt_tokens == (chars + 3) // 4
     assert (await ScriptedModel().complete(more)).usage.prompt_tokens == (chars + extra + 3) // 4
+
+
+async def test_a_script_too_long_to_keep_is_still_followed() -> None:
+    # Scripts up to 16 KiB are parsed once a turn and kept; a longer one is parsed each step.
+    long_answer = "x" * 20_000
+    req = request(SYSTEM, user(script({"content": long_answer})))
+    assert (await ScriptedModel().complete(req)).content == long_answer
+    assert (await ScriptedModel().complete(req)).content == long_answer

@@ -38,12 +38,25 @@ def tool_call_id(session_id: str, user_index: int, step: int, position: int, sum
     return "call_" + hashlib.sha1(key.encode()).hexdigest()[:24]
 
 
-@functools.lru_cache(maxsize=256)
+# Every step of a turn parses its USER message again, so the parse of the turns in flight
+# is kept (the steps are frozen; a bad script raises and is not kept). Only scripts of
+# this size or less: a cache of whole messages must not hold megabytes.
+_KEPT_SCRIPTS = 256
+_KEPT_SCRIPT_CHARS = 16_384
+
+
 def parse_script(text: str) -> tuple[_Step, ...] | None:
     """The steps of a `#script` message, None when it is not a script. The whole script is
-    validated up front so a mistake fails the first step, not a surprising later one.
-    Every step of a turn parses its USER message again: the parse is kept for the turns in
-    flight (the steps are frozen; a bad script raises, and is not kept)."""
+    validated up front so a mistake fails the first step, not a surprising later one."""
+    return _kept_parse(text) if len(text) <= _KEPT_SCRIPT_CHARS else _parse_script(text)
+
+
+@functools.lru_cache(maxsize=_KEPT_SCRIPTS)
+def _kept_parse(text: str) -> tuple[_Step, ...] | None:
+    return _parse_script(text)
+
+
+def _parse_script(text: str) -> tuple[_Step, ...] | None:
     if not text.startswith(SCRIPT_PREFIX):
         return None
     body = text[len(SCRIPT_PREFIX) :]
