@@ -35,7 +35,7 @@ from muster_runtime.messaging import topics
 
 from bench import report
 from bench.cluster import ROOT, BenchCluster
-from bench.workload import TERMINAL, parent_script
+from bench.workload import timed_turn
 
 STAGES = (
     "client send → the gateway's decision stamped",
@@ -58,27 +58,9 @@ ORDER BY e.position
 """
 
 
-async def one_turn(ws: Any, k: int, tag: str) -> tuple[str, float, float]:
-    """The session id, and the wall-clock times of the send and of `COMPLETED`."""
-    sent = time.time()
-    frame = {"type": "create_session", "id": tag, "data": {"content": parent_script(k, tag)}}
-    await ws.send(json.dumps(frame))
-    session_id = None
-    async for raw in ws:
-        got = json.loads(raw)
-        if got.get("id") == tag:
-            session_id = got["data"]["sessionId"]
-        elif got.get("type") == "session_status" and got.get("sessionId") == session_id:
-            if got["data"]["phase"] in TERMINAL:
-                if got["data"]["phase"] != "COMPLETED":
-                    raise RuntimeError(f"turn ended {got['data']['phase']}")
-                assert session_id is not None
-                return session_id, sent, time.time()
-    raise RuntimeError("socket closed")
-
-
 def stamps(rows: list[asyncpg.Record], sent: float, received: float) -> list[float]:
-    """The nine stamps of one turn (seconds since the epoch), from its tree's events."""
+    """Eight stamps of one turn (seconds since the epoch), from its tree's events and the
+    client's send and receipt; `with_produced` adds the Kafka records' three."""
 
     def at(row: asyncpg.Record) -> float:
         when: datetime = row["recorded_at"]
@@ -92,7 +74,6 @@ def stamps(rows: list[asyncpg.Record], sent: float, received: float) -> list[flo
     children = [r for r in rows if r["session_type"] == "SUBAGENT"]
     phases = [(at(r), payload(r).get("phase")) for r in parent if r["type"] == "SessionPhaseChanged"]
     assistant = [at(r) for r in parent if r["type"] == "MessageRecorded" and payload(r).get("role") == "ASSISTANT"]
-    tools = [at(r) for r in parent if r["type"] == "MessageRecorded" and payload(r).get("role") == "TOOL"]
     child_first = [
         at(r) for r in children if r["type"] == "MessageRecorded" and payload(r).get("role") == "ASSISTANT"
     ]
@@ -102,7 +83,6 @@ def stamps(rows: list[asyncpg.Record], sent: float, received: float) -> list[flo
     created = next(at(r) for r in parent if r["type"] == "SessionCreated")
     running = next(t for t, phase in phases if phase == "RUNNING")
     completed = next(t for t, phase in phases if phase == "COMPLETED")
-    del tools  # delivered in the last close's transaction (ADR 0011's fast path)
     return [sent, created, running, assistant[0], min(child_first), max(child_done), completed, received]
 
 
@@ -149,9 +129,9 @@ async def measure(cluster: BenchCluster, n: int, k: int, warmup: int) -> list[li
     turns: list[tuple[str, float, float]] = []
     async with websockets.connect(f"{cluster.ws_url}?token={cluster.token}", max_size=None) as ws:
         for i in range(warmup + n):
-            turn = await one_turn(ws, k, f"timeline-{i}")
+            sid, sent, latency_ms = await timed_turn(ws, k, f"timeline-{i}")
             if i >= warmup:
-                turns.append(turn)
+                turns.append((sid, sent, sent + latency_ms / 1000))
     conn = await asyncpg.connect(cluster.ready["database"])
     try:
         trees = {sid: await conn.fetch(EVENTS_OF_TREE, sid) for sid, _, _ in turns}

@@ -39,7 +39,13 @@ def parent_script(k: int, tag: str, answer: Step | None = None) -> str:
 
 
 async def one_turn(ws: Any, k: int, tag: str, answer: Step | None = None) -> float:
-    started = time.perf_counter()
+    """The turn's latency in ms: `create_session` sent → the parent's `COMPLETED`."""
+    return (await timed_turn(ws, k, tag, answer))[2]
+
+
+async def timed_turn(ws: Any, k: int, tag: str, answer: Step | None = None) -> tuple[str, float, float]:
+    """The parent's session id, the wall-clock time the turn was sent (s) and its latency (ms)."""
+    sent_at, started = time.time(), time.perf_counter()
     await ws.send(
         json.dumps({"type": "create_session", "id": tag, "data": {"content": parent_script(k, tag, answer)}})
     )
@@ -55,7 +61,8 @@ async def one_turn(ws: Any, k: int, tag: str, answer: Step | None = None) -> flo
             if phase in TERMINAL:
                 if phase != "COMPLETED":
                     raise RuntimeError(f"turn ended {phase}")
-                return (time.perf_counter() - started) * 1000
+                assert session_id is not None
+                return session_id, sent_at, (time.perf_counter() - started) * 1000
     raise RuntimeError("socket closed")
 
 

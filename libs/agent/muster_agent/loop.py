@@ -185,8 +185,7 @@ async def step(deps: LoopDeps, state: SessionState | None) -> Step:
         return await _close_turn(deps, state, [], failure=f"max rounds ({agent.max_rounds}) exceeded")
     # Summed only under a budget: it reads the whole history, so a step would cost more
     # the longer the session (`make bench`'s step cost).
-    spent = spent_tokens(state) if deps.token_budget else 0
-    if deps.token_budget and spent >= deps.token_budget:
+    if deps.token_budget and (spent := spent_tokens(state)) >= deps.token_budget:
         failure = f"token budget spent: the session used {spent} of its {deps.token_budget} tokens"
         return await _close_turn(deps, state, [], failure=failure)
     messages = model_messages(agent, state)

@@ -13,7 +13,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from muster_agent.models import ModelError, ModelRequest
+from muster_agent.models import ModelError, ModelReply, ModelRequest
 from muster_agent.models.openai_provider import OpenAIModel
 
 from tests.e2e.openai_server import ChatServer, completion, tool_call
@@ -120,17 +120,22 @@ def request(pieces: list[str] | None = None) -> ModelRequest:
     )
 
 
+async def answer(server: ChatServer, pieces: list[str] | None) -> ModelReply:
+    """The adapter's reply to `request(pieces)`, the adapter closed after it."""
+    adapter = model(server)
+    try:
+        return await adapter.complete(request(pieces))
+    finally:
+        await adapter.aclose()
+
+
 @pytest.mark.parametrize("recorded", [OPENAI, VLLM, LLAMA_CPP, OLLAMA], ids=["openai", "vllm", "llama.cpp", "ollama"])
 async def test_parallel_calls_split_across_chunks_are_assembled_exactly(
     server: ChatServer, recorded: dict[str, Any]
 ) -> None:
     server.replies = [recorded]
     pieces: list[str] = []
-    adapter = model(server)
-    try:
-        reply = await adapter.complete(request(pieces))
-    finally:
-        await adapter.aclose()
+    reply = await answer(server, pieces)
     assert pieces == ["Reading ", "both."]  # told as they arrived
     assert reply.content == "Reading both."
     assert [(c.name, c.arguments) for c in reply.tool_calls] == [("read_file", ARGS_A), ("read_file", ARGS_B)]
@@ -143,11 +148,7 @@ async def test_parallel_calls_split_across_chunks_are_assembled_exactly(
 @pytest.mark.parametrize("finish", ["stop", "length", "content_filter"])
 async def test_every_finish_reason_of_a_text_answer_keeps_the_text(server: ChatServer, finish: str) -> None:
     server.replies = [transcript(chunk({"content": "Hel"}), chunk({"content": "lo"}), chunk({}, finish))]
-    adapter = model(server)
-    try:
-        reply = await adapter.complete(request([]))
-    finally:
-        await adapter.aclose()
+    reply = await answer(server, [])
     assert (reply.content, reply.tool_calls) == ("Hello", ())
 
 
@@ -166,11 +167,7 @@ async def test_a_tool_call_cut_by_the_length_limit_fails_the_call(server: ChatSe
 async def test_a_completion_streamed_by_the_test_server_is_the_completion(server: ChatServer) -> None:
     calls = [tool_call("call_1", "write_file", ARGS_A), tool_call("call_2", "read_file", ARGS_B)]
     server.replies = [completion("Writing.", calls)]
-    adapter = model(server)
-    try:
-        reply = await adapter.complete(request([]))
-    finally:
-        await adapter.aclose()
+    reply = await answer(server, [])
     assert reply.to_message() == {"role": "assistant", "content": "Writing.", "tool_calls": calls}
     assert (reply.usage.prompt_tokens, reply.usage.completion_tokens) == (10, 5)
 
@@ -253,11 +250,7 @@ async def test_a_pair_split_across_pieces_is_joined_and_a_lone_half_replaced(ser
         chunk({}, "stop"),
     )]
     pieces: list[str] = []
-    adapter = model(server)
-    try:
-        reply = await adapter.complete(request(pieces))
-    finally:
-        await adapter.aclose()
+    reply = await answer(server, pieces)
     assert reply.content == "smile \U0001f600 and \ufffd"
     assert reply.tool_calls[0].arguments == '{"content": "\ufffd"}'
     # Each piece is published on its own: its halves cannot be joined, only replaced.
